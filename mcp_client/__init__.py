@@ -1,0 +1,1 @@
+"""The MCP client (stdio and Streamable HTTP); it needs no Django."""

@@ -1,0 +1,89 @@
+"""JSON Schema 2020-12 handling: resource bounds, metaschema checks and cached validators.
+
+Only same-document references are allowed, so validation never touches the network or disk.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError as _JsonSchemaError
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+MAX_SCHEMA_DEPTH = 64
+MAX_SUBSCHEMA_COUNT = 10_000
+VALIDATOR_CACHE_SIZE = 1000
+
+# Root keywords that already say what the root is; without any, a tool schema is an object.
+ROOT_SHAPE_KEYWORDS = ("type", "$ref", "oneOf", "anyOf", "allOf", "not", "if", "const", "enum")
+
+
+class SchemaError(ValueError):
+    """A schema that is not a valid, bounded JSON Schema 2020-12 document."""
+
+
+def check_schema(schema: Any) -> None:
+    """Raise :class:`SchemaError` unless ``schema`` is a bounded, self-contained 2020-12 schema."""
+    if not isinstance(schema, dict | bool):
+        raise SchemaError(f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}")
+    _check_bounds(schema)
+    _validator(_canonical(schema))
+
+
+def _check_bounds(schema: Any) -> None:
+    count = 0
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaError(f"schema is nested deeper than MAX_SCHEMA_DEPTH ({MAX_SCHEMA_DEPTH})")
+        if isinstance(node, dict):
+            count += 1
+            if count > MAX_SUBSCHEMA_COUNT:
+                raise SchemaError(
+                    f"schema has more than MAX_SUBSCHEMA_COUNT ({MAX_SUBSCHEMA_COUNT}) subschemas"
+                )
+            for keyword in ("$ref", "$dynamicRef"):
+                ref = node.get(keyword)
+                if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+                    raise SchemaError(
+                        f"only same-document references are allowed: {keyword} {ref!r} "
+                        "must start with '#'"
+                    )
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
+
+
+def _canonical(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
+@lru_cache(maxsize=VALIDATOR_CACHE_SIZE)
+def _validator(canonical: str) -> Draft202012Validator:
+    schema = json.loads(canonical)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except _JsonSchemaError as exc:
+        raise SchemaError(f"invalid JSON Schema: {exc.message}") from None
+    return Draft202012Validator(schema)
+
+
+def validation_errors(schema: Any, instance: Any) -> list[str]:
+    """Readable messages for every way ``instance`` fails ``schema`` (empty when it conforms)."""
+    validator = _validator(_canonical(schema))
+    messages = []
+    for error in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(part) for part in error.absolute_path)
+        messages.append(f"{where}: {error.message}" if where else error.message)
+    return messages
+
+
+def with_draft(schema: dict) -> dict:
+    """The schema with ``$schema`` set to Draft 2020-12 unless it names one already."""
+    if "$schema" in schema:
+        return schema
+    return {"$schema": DRAFT_2020_12, **schema}

@@ -1,0 +1,20 @@
+"""Server-Sent Events framing."""
+
+from __future__ import annotations
+
+
+def event(data: str, *, event_id: str | None = None, event_type: str | None = None,
+          retry_ms: int | None = None) -> bytes:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if event_type is not None:
+        lines.append(f"event: {event_type}")
+    if retry_ms is not None:
+        lines.append(f"retry: {retry_ms}")
+    lines.extend(f"data: {line}" for line in data.split("\n"))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def comment(text: str) -> bytes:
+    return f": {text}\n\n".encode()

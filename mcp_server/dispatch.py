@@ -1,0 +1,206 @@
+"""Turning one incoming JSON-RPC message into at most one response.
+
+Every transport calls :func:`handle_message`; batches and JSON text are handled here too so
+that stdio and the in-process API behave the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+
+from mcp_protocol import jsonrpc, methods
+from mcp_protocol.cancellation import CancelledError
+from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
+
+from .context import ServerContext
+from .errors import MissingCapabilityError
+from .handlers import declares
+
+if TYPE_CHECKING:
+    from .server import Server
+    from .session import ServerSession
+
+
+async def handle_payload(server: Server, payload: Any, session: ServerSession) -> Any:
+    """One decoded message or a batch; returns the response, a list of them, or None."""
+    if isinstance(payload, list):
+        if not payload:
+            return jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: empty batch")
+        answers = await asyncio.gather(*(handle_message(server, m, session) for m in payload))
+        responses = [answer for answer in answers if answer is not None]
+        if not responses:
+            return None
+        return responses[0] if len(responses) == 1 else responses
+    return await handle_message(server, payload, session)
+
+
+async def handle_json(server: Server, text: str | bytes, session: ServerSession) -> str | None:
+    try:
+        payload = jsonrpc.decode(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        detail = "Invalid JSON" if not str(exc).startswith("JSON nested") else str(exc)
+        return jsonrpc.encode(jsonrpc.parse_error(detail))
+    answer = await handle_payload(server, payload, session)
+    return None if answer is None else jsonrpc.encode(answer)
+
+
+async def handle_message(server: Server, message: Any, session: ServerSession) -> dict | None:
+    incoming = jsonrpc.classify(message)
+    if incoming.kind == "invalid":
+        return incoming.error
+    if incoming.kind == "response":
+        await session.server.receive_response(message, session)
+        return None
+    if incoming.kind == "notification":
+        await _handle_notification(server, incoming, session)
+        return None
+    return await _handle_request(server, incoming, session)
+
+
+async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,
+                               session: ServerSession) -> None:
+    params = incoming.params if isinstance(incoming.params, dict) else {}
+    method = incoming.method
+    if method == methods.NOTIFICATIONS_CANCELLED:
+        session.cancel_request(params.get("requestId"), params.get("reason"))
+    elif method == methods.NOTIFICATIONS_ROOTS_LIST_CHANGED:
+        if server.hooks.roots_list_changed is not None:
+            await _notify_hook(server, method, server.hooks.roots_list_changed, params)
+    elif method in server.custom_methods:
+        await _notify_hook(server, method, server.custom_methods[method], params)
+    # notifications/initialized, progress and unknown notifications need no action.
+
+
+async def _notify_hook(server: Server, method: str, hook: Any, params: dict) -> None:
+    from .invoke import call_user_code
+
+    try:
+        await call_user_code(hook, params)
+    except Exception as exc:
+        server.report_exception(exc, {"notification": method})
+
+
+async def _handle_request(server: Server, incoming: jsonrpc.Incoming,
+                          session: ServerSession) -> dict | None:
+    method, request_id = incoming.method, incoming.id
+    if method.startswith(methods.NOTIFICATION_PREFIX):
+        return jsonrpc.error_response(
+            request_id, METHOD_NOT_FOUND, "Method not found: notifications take no id", method
+        )
+    handler, capability = server.method_handler(method)
+    if handler is None:
+        server.instrument({"method": "unsupported_method", "duration": 0.0})
+        return jsonrpc.error_response(request_id, METHOD_NOT_FOUND, "Method not found", method)
+    if capability is not None and not declares(server.capabilities, capability):
+        return jsonrpc.error_from(request_id, MissingCapabilityError(method, capability))
+
+    # Registered before the first await, so a cancel read right after this request finds it.
+    cancellation = None
+    if method != methods.INITIALIZE:
+        cancellation = session.begin_request(request_id)
+        if cancellation is None:
+            return jsonrpc.error_response(
+                request_id, INVALID_REQUEST, f"Invalid Request: request id {request_id!r} "
+                "is already in flight in this session",
+            )
+    params = incoming.params if incoming.params is not None else {}
+    ctx = ServerContext(
+        server, session, request_id=request_id, method=method,
+        params=params if isinstance(params, dict) else {"_positional": params},
+        message=incoming.message, cancellation=cancellation,
+        user_context=server.server_context,
+    )
+    try:
+        return await _run(server, ctx, handler)
+    finally:
+        if cancellation is not None:
+            session.end_request(request_id, cancellation)
+
+
+class _Outcome:
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
+    config = server.configuration
+    data = ctx.instrumentation
+    if config.instrument_server_context:
+        data["server_context"] = server.server_context
+    outcome = _Outcome()
+    started = time.perf_counter()
+
+    async def call_next() -> Any:
+        try:
+            outcome.result = await handler(ctx)
+        except CancelledError as exc:
+            outcome.error = exc
+            raise
+        except MCPError as exc:
+            outcome.error = exc
+            raise
+        except Exception as exc:
+            # Reported here, once, even if around_request swallows it.
+            outcome.error = exc
+            data["error"] = "internal_error"
+            server.report_exception(exc, {"request": ctx.message})
+            raise
+        finally:
+            outcome.done = True
+            if ctx.session.client_info is not None:
+                data.setdefault("client", _client_summary(ctx.session.client_info))
+        return outcome.result
+
+    around = config.around_request
+    try:
+        if around is None:
+            await call_next()
+        else:
+            await _call_around(around, data, call_next)
+    except Exception as exc:
+        if outcome.error is None:  # raised by the hook itself, not by the handler
+            server.report_exception(exc, {"request": ctx.message})
+            outcome.error = exc
+    if not outcome.done and outcome.error is None:
+        outcome.error = RuntimeError("around_request did not call the request handler")
+        server.report_exception(outcome.error, {"request": ctx.message})
+
+    cancelled = ctx.cancellation.cancelled or isinstance(outcome.error, CancelledError)
+    if cancelled:
+        data["cancelled"] = True
+        reason = ctx.cancellation.reason
+        if reason is None and isinstance(outcome.error, CancelledError):
+            reason = outcome.error.reason
+        data["cancellation_reason"] = reason
+    data["duration"] = time.perf_counter() - started
+    server.instrument(data)
+
+    if cancelled:
+        return None  # a cancelled request gets no response
+    error = outcome.error
+    if error is None:
+        return jsonrpc.response(ctx.request_id, outcome.result)
+    if isinstance(error, MCPError):
+        return jsonrpc.error_from(ctx.request_id, error)
+    return jsonrpc.error_response(ctx.request_id, INTERNAL_ERROR, "Internal error")
+
+
+async def _call_around(around: Any, data: dict, call_next: Any) -> None:
+    if inspect.iscoroutinefunction(around):
+        await around(data, call_next)
+        return
+    # A plain hook runs on a worker thread; its call_next blocks on the event loop.
+    await sync_to_async(around, thread_sensitive=False)(data, async_to_sync(call_next))
+
+
+def _client_summary(client_info: dict) -> dict:
+    return {"name": client_info.get("name"), "version": client_info.get("version")}

@@ -1,0 +1,69 @@
+"""Exceptions raised by server code and the JSON-RPC errors they become."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_protocol.errors import (
+    INVALID_PARAMS,
+    InvalidParamsError,
+    MCPError,
+    MethodNotFoundError,
+    RequestTimeoutError,
+    URLElicitationRequiredError,
+)
+
+__all__ = [
+    "MCPError",
+    "MethodAlreadyDefinedError",
+    "MethodNotFoundError",
+    "MissingCapabilityError",
+    "RequestTimeoutError",
+    "ResourceNotFoundError",
+    "SchemaValidationError",
+    "URLElicitationRequiredError",
+    "ValidationError",
+]
+
+
+class ResourceNotFoundError(InvalidParamsError):
+    """A ``resources/read`` for a URI nobody serves: -32602 carrying the URI (SEP-2164)."""
+
+    def __init__(self, uri: str, params: Any = None):
+        self.uri = uri
+        self.params = params
+        super().__init__(f"Resource not found: {uri}", data={"uri": uri})
+
+
+class MethodAlreadyDefinedError(ValueError):
+    """A custom method would replace a built-in or already defined method."""
+
+    def __init__(self, method_name: str):
+        self.method_name = method_name
+        super().__init__(f"Method {method_name!r} is already defined")
+
+
+class MissingCapabilityError(MethodNotFoundError):
+    """An incoming method whose capability the server did not declare."""
+
+    def __init__(self, method: str, capability: str):
+        super().__init__(
+            f"Method not found: {method} (server capability {capability!r} is not declared)",
+            data={"method": method, "missingCapability": capability},
+        )
+
+
+class ValidationError(ValueError):
+    """A peer's answer that does not have the shape the protocol requires."""
+
+
+class SchemaValidationError(ValueError):
+    """Data that does not conform to a tool's output schema."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+
+def invalid_params(message: str, data: Any = None) -> MCPError:
+    return MCPError(message, code=INVALID_PARAMS, data=data)

@@ -1,0 +1,3 @@
+from .mcp_apps import Apps
+
+__all__ = ["Apps"]

@@ -1,0 +1,43 @@
+"""``prompts/list`` and ``prompts/get``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_protocol.errors import InvalidParamsError
+
+from ..context import ServerContext
+from ..invoke import call_user_code
+from ..primitives.prompt import prompt_result
+from . import cache_hints
+from .pagination import page
+from .params import as_object, optional_object, required_string
+
+
+async def list_prompts(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    params = as_object(ctx.params, "prompts/list")
+    prompts, next_cursor = page(list(server.prompts.values()), params, server.page_size)
+    result: dict[str, Any] = {"prompts": [prompt.to_dict() for prompt in prompts]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
+
+
+async def get_prompt(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    params = as_object(ctx.params, "prompts/get")
+    name = required_string(params, "name", "prompts/get")
+    prompt = server.prompts.get(name)
+    if prompt is None:
+        ctx.instrumentation["error"] = "prompt_not_found"
+        raise InvalidParamsError(f"Prompt not found {name}", data={"name": name})
+    ctx.instrumentation["prompt_name"] = name
+    arguments = optional_object(params, "arguments", "prompts/get")
+    missing = [a for a in prompt.required_arguments if a not in arguments]
+    if missing:
+        ctx.instrumentation["error"] = "missing_required_arguments"
+        raise InvalidParamsError(f"Missing required arguments: {', '.join(missing)}")
+    extra = {"server_context": ctx} if prompt.wants_context else {}
+    value = await call_user_code(prompt.handler, arguments, **extra)
+    return prompt_result(value)

@@ -1,0 +1,98 @@
+"""``resources/list``, ``resources/read``, ``resources/templates/list`` and subscriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import ServerContext
+from ..errors import ResourceNotFoundError
+from ..invoke import call_user_code, call_with_params
+from ..primitives.resource import read_result
+from . import cache_hints
+from .pagination import page
+from .params import as_object, required_string
+
+
+async def list_resources(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    params = as_object(ctx.params, "resources/list")
+    if server.hooks.resources_list is not None:
+        items = list(await call_with_params(server.hooks.resources_list, params, ctx) or [])
+    else:
+        items = list(server.resources.values())
+    resources, next_cursor = page(items, params, server.page_size)
+    result: dict[str, Any] = {"resources": [_wire(r) for r in resources]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
+
+
+async def list_templates(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    params = as_object(ctx.params, "resources/templates/list")
+    templates, next_cursor = page(list(server.resource_templates.values()), params, server.page_size)
+    result: dict[str, Any] = {"resourceTemplates": [t.to_dict() for t in templates]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
+
+
+async def read_resource(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    params = as_object(ctx.params, "resources/read")
+    uri = required_string(params, "uri", "resources/read")
+    ctx.instrumentation["resource_uri"] = uri
+    if server.hooks.resources_read is not None:
+        result = read_result(await call_with_params(server.hooks.resources_read, params, ctx), uri)
+    else:
+        result = await _route(ctx, uri, params)
+    return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
+
+
+async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any]:
+    server = ctx.server
+    resource = server.resources.get(uri)
+    if resource is not None and resource.readable:
+        extra = {"server_context": ctx} if resource.wants_context else {}
+        value = await call_user_code(resource.handler, **extra)
+        return read_result(value, uri, resource.mime_type)
+    for template in server.resource_templates.values():
+        variables = template.match(uri) if template.readable else None
+        if variables is not None:
+            ctx.instrumentation["resource_template"] = template.uri_template
+            extra = {"server_context": ctx} if template.wants_context else {}
+            value = await call_user_code(template.handler, **variables, **extra)
+            return read_result(value, uri, template.mime_type)
+    if server.serves_reads:
+        raise ResourceNotFoundError(uri, params)
+    # Nothing registered serves reads: a read is a no-op, as documented.
+    return {"contents": []}
+
+
+async def subscribe(ctx: ServerContext) -> dict[str, Any]:
+    return await _subscription(ctx, "resources/subscribe", ctx.server.hooks.resources_subscribe,
+                               add=True)
+
+
+async def unsubscribe(ctx: ServerContext) -> dict[str, Any]:
+    return await _subscription(ctx, "resources/unsubscribe",
+                               ctx.server.hooks.resources_unsubscribe, add=False)
+
+
+async def _subscription(ctx: ServerContext, method: str, handler: Any, *, add: bool) -> dict:
+    params = as_object(ctx.params, method)
+    uri = required_string(params, "uri", method)
+    ctx.instrumentation["resource_uri"] = uri
+    if add:
+        ctx.session.subscriptions.add(uri)
+    else:
+        ctx.session.subscriptions.discard(uri)
+    returned = await call_with_params(handler, params, ctx) if handler is not None else None
+    # Only _meta of what the handler returns reaches the wire.
+    if isinstance(returned, dict) and isinstance(returned.get("_meta"), dict):
+        return {"_meta": returned["_meta"]}
+    return {}
+
+
+def _wire(item: Any) -> Any:
+    return item.to_dict() if hasattr(item, "to_dict") else item

@@ -1,0 +1,105 @@
+"""``tools/list`` and ``tools/call``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_protocol.cancellation import CancelledError
+from mcp_protocol.content import Text
+from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
+
+from ..context import ServerContext
+from ..invoke import call_user_code
+from ..primitives.tool import Tool
+from ..primitives.tool_response import ToolResponse
+from . import cache_hints
+from .pagination import page
+from .params import as_object, required_string
+
+INTERNAL_ERROR_TEXT = "Internal error occurred"
+
+
+async def list_tools(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    params = as_object(ctx.params, "tools/list")
+    tools, next_cursor = page(list(server.tools.values()), params, server.page_size)
+    result: dict[str, Any] = {"tools": [tool.to_dict() for tool in tools]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
+
+
+async def call_tool(ctx: ServerContext) -> dict[str, Any]:
+    server = ctx.server
+    data = ctx.instrumentation
+    params = as_object(ctx.params, "tools/call")
+    name = required_string(params, "name", "tools/call")
+    tool = server.tools.get(name)
+    if tool is None:
+        data["error"] = "tool_not_found"
+        raise InvalidParamsError(f"Tool not found: {name}", data={"name": name})
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise InvalidParamsError("Invalid params: 'arguments' of tools/call must be an object")
+    data["tool_name"] = name
+    data["tool_arguments"] = arguments
+
+    missing = tool.input_schema.missing_required(arguments)
+    if missing:
+        data["error"] = "missing_required_arguments"
+        return _error_result(f"Missing required arguments: {', '.join(missing)}")
+    if server.configuration.validate_tool_call_arguments:
+        errors = tool.input_schema.errors(arguments)
+        if errors:
+            data["error"] = "invalid_schema"
+            return _error_result(f"Invalid arguments: {'; '.join(errors)}")
+
+    try:
+        value = await _invoke(tool, arguments, ctx)
+    except (MCPError, CancelledError):
+        raise
+    except Exception as exc:
+        # The client learns that the tool failed, never why (CWE-209); the reporter learns why.
+        data["error"] = "internal_error"
+        server.report_exception(exc, {"request": ctx.message})
+        return _error_result(INTERNAL_ERROR_TEXT)
+
+    result = _as_result(value, tool)
+    if server.configuration.validate_tool_call_results and tool.output_schema is not None:
+        _check_result(tool, result)
+    return result
+
+
+async def _invoke(tool: Tool, arguments: dict, ctx: ServerContext) -> Any:
+    extra = {"server_context": ctx} if tool.wants_context else {}
+    if tool.arguments_as_dict:
+        return await call_user_code(tool.handler, arguments, **extra)
+    return await call_user_code(tool.handler, **arguments, **extra)
+
+
+def _as_result(value: Any, tool: Tool) -> dict[str, Any]:
+    # A dict that already is a tool result (it has content blocks) is kept as given.
+    if isinstance(value, dict) and isinstance(value.get("content"), list):
+        return {**value, "isError": bool(value.get("isError", False))}
+    return ToolResponse.from_value(value, structured_output=tool.structured_output).to_dict()
+
+
+def _check_result(tool: Tool, result: dict) -> None:
+    if result.get("isError"):
+        return
+    if "structuredContent" not in result:
+        raise InternalError(
+            f"Tool {tool.name} has an output schema but returned no structured content"
+        )
+    errors = tool.output_schema.errors(result["structuredContent"])
+    if errors:
+        raise InternalError(
+            f"Tool {tool.name} returned structured content that does not match its output "
+            f"schema: {'; '.join(errors)}"
+        )
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    return {"content": [Text(text).to_dict()], "isError": True}

@@ -1,0 +1,50 @@
+"""Calling user code: ``async def`` on the event loop, plain ``def`` on a worker thread.
+
+A plain function runs in a thread with Django's connection hygiene (the pattern of Channels'
+``database_sync_to_async``), so ORM code in tools works and never blocks the loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+
+def _with_fresh_connections(function: Callable, *args: Any, **kwargs: Any) -> Any:
+    close_old_connections()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+async def call_user_code(function: Callable, *args: Any, **kwargs: Any) -> Any:
+    if is_async_callable(function):
+        return await function(*args, **kwargs)
+    thread_call = sync_to_async(_with_fresh_connections, thread_sensitive=False)
+    result = await thread_call(function, *args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def is_async_callable(function: Any) -> bool:
+    while isinstance(function, functools.partial):
+        function = function.func
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+async def call_with_params(handler: Callable, params: dict, server_context: Any) -> Any:
+    """Call a ``handler(params, server_context=...)`` hook; the context only if it asks for it."""
+    from .primitives.base import accepts_keyword
+
+    if accepts_keyword(handler, "server_context"):
+        return await call_user_code(handler, params, server_context=server_context)
+    return await call_user_code(handler, params)

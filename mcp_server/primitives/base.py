@@ -1,0 +1,62 @@
+"""What tools, prompts and resources share: names, icons, metadata and handler signatures."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+ICON_THEMES = ("light", "dark")
+
+
+def snake_case(name: str) -> str:
+    """``MyTool`` becomes ``my_tool``, ``HTTPFetcher`` becomes ``http_fetcher``."""
+    return _CAMEL_BOUNDARY.sub("_", name).lower()
+
+
+@functools.lru_cache(maxsize=4096)
+def accepts_keyword(function: Callable, keyword: str) -> bool:
+    """Whether ``function`` takes ``keyword`` by name, or any keyword through ``**kwargs``."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == keyword and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )
+
+
+def check_icons(icons: Any) -> list[dict] | None:
+    """Icons are ``{src, mimeType?, sizes?, theme?}``; theme is ``light`` or ``dark``."""
+    if icons is None:
+        return None
+    if not isinstance(icons, list | tuple):
+        raise ValueError("icons must be a list of {src, mimeType?, sizes?, theme?} objects")
+    checked = []
+    for icon in icons:
+        if not isinstance(icon, dict) or not isinstance(icon.get("src"), str):
+            raise ValueError(f"each icon needs a string 'src': {icon!r}")
+        if "theme" in icon and icon["theme"] not in ICON_THEMES:
+            raise ValueError(f"icon theme must be 'light' or 'dark', not {icon['theme']!r}")
+        if "sizes" in icon and not (
+            isinstance(icon["sizes"], list) and all(isinstance(s, str) for s in icon["sizes"])
+        ):
+            raise ValueError("icon sizes must be a list of strings such as ['48x48']")
+        checked.append(dict(icon))
+    return checked
+
+
+def check_meta(meta: Any) -> dict | None:
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError("meta must be a dict")
+    return meta
+
+
+def put(body: dict, key: str, value: Any) -> None:
+    """Set ``key`` unless ``value`` is None (optional fields are omitted, never null)."""
+    if value is not None:
+        body[key] = value

@@ -1,0 +1,88 @@
+"""Every setting of the ``MCP_SERVER`` dict, with its default, read in this module alone.
+
+    MCP_SERVER = {"NAME": "my-project", "PAGE_SIZE": 50}
+
+Dotted paths name callables (``"myapp.observability.report"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+DEFAULTS: dict[str, Any] = {
+    # Identity of the default server, as sent in the initialize result.
+    "NAME": "django-mcp-server",
+    "TITLE": None,
+    "VERSION": "0.1.0",
+    "DESCRIPTION": None,
+    "INSTRUCTIONS": None,
+    "WEBSITE_URL": None,
+    "ICONS": None,
+    # Capabilities dict; None means tools, prompts, resources (with listChanged) and logging.
+    "CAPABILITIES": None,
+    # Split list results into pages of this many items; None sends everything at once.
+    "PAGE_SIZE": None,
+    # Cache hints on list and read results (SEP-2549); None leaves them out.
+    "TTL_MS": None,
+    "CACHE_SCOPE": None,
+    # Highest handshake revision to negotiate; None means the latest (2025-11-25).
+    "PROTOCOL_VERSION": None,
+    "VALIDATE_TOOL_CALL_ARGUMENTS": True,
+    "VALIDATE_TOOL_CALL_RESULTS": False,
+    # Dotted paths of hooks: exception_reporter(exc, context), around_request(data, call_next),
+    # instrumentation_callback(data).
+    "EXCEPTION_REPORTER": None,
+    "AROUND_REQUEST": None,
+    "INSTRUMENTATION_CALLBACK": None,
+    "INSTRUMENT_SERVER_CONTEXT": False,
+    # Dotted path of the class the default server is built from.
+    "SERVER_CLASS": "mcp_server.server.Server",
+    # Import each installed app's mcp.py at start-up, as admin does with admin.py.
+    "AUTODISCOVER": True,
+    # stdio: the longest accepted line; a longer one closes the connection.
+    "STDIO_MAX_LINE_BYTES": 4 * 1024 * 1024,
+}
+
+_DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS")
+
+
+class MCPSettings:
+    """Attribute access to ``settings.MCP_SERVER`` over :data:`DEFAULTS`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"MCP_SERVER has no setting {name!r}")
+        if name not in self._cache:
+            user = getattr(settings, "MCP_SERVER", {}) or {}
+            unknown = set(user) - set(DEFAULTS)
+            if unknown:
+                raise AttributeError(f"unknown MCP_SERVER settings: {', '.join(sorted(unknown))}")
+            value = user.get(name, DEFAULTS[name])
+            if name in _DOTTED and isinstance(value, str):
+                value = import_string(value)
+            self._cache[name] = value
+        return self._cache[name]
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+mcp_settings = MCPSettings()
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_SERVER":
+        mcp_settings.reload()
+        from . import site
+
+        site.reset()
+
+
+setting_changed.connect(_on_setting_changed)

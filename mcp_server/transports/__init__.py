@@ -1,0 +1,3 @@
+from .stdio import StdioTransport
+
+__all__ = ["StdioTransport"]

@@ -1,0 +1,128 @@
+"""The stdio transport: newline-delimited JSON-RPC on stdin and stdout, one session.
+
+Lines are read on a thread and each message is handled in its own task, so a long tool call
+never stops the server from reading the next line (a cancellation, say).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from typing import IO, TYPE_CHECKING, Any
+
+from mcp_protocol import jsonrpc
+
+from .. import logging_levels
+from ..session import ServerSession
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+
+
+class FrameTooLargeError(ValueError):
+    pass
+
+
+class StdioTransport:
+    """Serve ``server`` on stdin/stdout; ``open()`` blocks until stdin closes."""
+
+    def __init__(self, server: Server, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None,
+                 stderr: IO[str] | None = None):
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) \
+                or max_line_bytes <= 0:
+            raise ValueError(f"max_line_bytes must be a positive integer, not {max_line_bytes!r}")
+        self.server = server
+        self.max_line_bytes = max_line_bytes
+        self._stdin = stdin if stdin is not None else sys.stdin.buffer
+        self._stdout = stdout if stdout is not None else sys.stdout.buffer
+        self._stderr = stderr if stderr is not None else sys.stderr
+        self._write_lock = threading.Lock()
+        self.session = ServerSession(server, outbound=self)
+        server.session = self.session
+        server.transport = self
+
+    def open(self) -> None:
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        reader = threading.Thread(
+            target=self._read_lines, args=(loop, lines), name="mcp-stdio-reader", daemon=True
+        )
+        reader.start()
+        tasks: set[asyncio.Task] = set()
+        try:
+            while True:
+                line = await lines.get()
+                if line is None:
+                    break
+                if isinstance(line, BaseException):
+                    self._fail(line)
+                    break
+                if not line.strip():
+                    continue
+                # Created in arrival order: a request registers itself as in flight before
+                # the task of any line read after it runs.
+                task = asyncio.create_task(self._answer(line))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _read_lines(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue) -> None:
+        try:
+            while True:
+                line = self._stdin.readline(self.max_line_bytes)
+                if not line:
+                    break
+                if len(line) >= self.max_line_bytes and not line.endswith(b"\n"):
+                    raise FrameTooLargeError(
+                        f"stdio frame exceeds limit of {self.max_line_bytes} bytes"
+                    )
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+        except BaseException as exc:  # handed to the loop, which reports and closes
+            loop.call_soon_threadsafe(lines.put_nowait, exc)
+            return
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.server.report_exception(exc, {"transport": "stdio"})
+        print(f"mcp stdio: closing the connection: {exc}", file=self._stderr, flush=True)
+
+    async def _answer(self, line: bytes) -> None:
+        try:
+            answer = await self.server.handle_json_async(line, self.session)
+        except Exception as exc:  # never let one message take the server down
+            self.server.report_exception(exc, {"transport": "stdio"})
+            answer = jsonrpc.encode(jsonrpc.error_response(None, -32603, "Internal error"))
+        if answer is not None:
+            self._write_line(answer)
+
+    def _write_line(self, text: str) -> bool:
+        data = text.encode("utf-8") + b"\n"
+        try:
+            with self._write_lock:
+                self._stdout.write(data)
+                self._stdout.flush()
+        except (OSError, ValueError) as exc:
+            self.server.report_exception(exc, {"transport": "stdio"})
+            return False
+        return True
+
+    def send_message(self, message: dict) -> bool:
+        """Write one message; safe from any thread. False when the write failed."""
+        return self._write_line(jsonrpc.encode(message))
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
+        return self.send_message(message)
+
+    def broadcast(self, message: dict, *, level: str | None = None) -> bool:
+        if level is not None and not logging_levels.passes(level, self.session.log_level):
+            return False
+        return self.send_message(message)

@@ -1,0 +1,12 @@
+"""ASGI entry point of the demo project (daphne serves it)."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+django_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs Django set up first
+
+application = ProtocolTypeRouter({"http": django_application})

@@ -1,0 +1,83 @@
+"""The demo's tools, prompt and resources: what a new project copies to get started."""
+
+from __future__ import annotations
+
+import json
+
+import mcp_server
+from mcp_server import Prompt, PromptArgument, PromptMessage, PromptResult, Tool, ToolResponse
+
+
+@mcp_server.tool(annotations={"read_only_hint": True, "destructive_hint": False})
+def echo(message: str) -> str:
+    """Echo a message back."""
+    return message
+
+
+@mcp_server.register
+class Add(Tool):
+    """A class-based tool with an output schema: the sum comes back as structured content."""
+
+    description = "Add two numbers"
+    input_schema = {
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    }
+    output_schema = {"properties": {"sum": {"type": "number"}}, "required": ["sum"]}
+    annotations = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True}
+
+    def call(self, a: float, b: float) -> ToolResponse:
+        result = {"sum": a + b}
+        self.output_schema.validate_result(result)
+        return ToolResponse([{"type": "text", "text": json.dumps(result)}],
+                            structured_content=result)
+
+
+LANGUAGES = ["english", "french", "german", "italian", "spanish"]
+STYLES = ["casual", "formal", "pirate"]
+
+
+@mcp_server.register
+class Greeting(Prompt):
+    title = "Greeting"
+    description = "Write a greeting to someone in a language and style"
+    arguments = [
+        PromptArgument("name", description="Who to greet", required=True),
+        PromptArgument("language", description="Language of the greeting"),
+        PromptArgument("style", description="casual, formal or pirate"),
+    ]
+
+    def template(self, args: dict) -> PromptResult:
+        language = args.get("language", "english")
+        style = args.get("style", "casual")
+        return PromptResult(
+            description=f"A {style} greeting in {language}",
+            messages=[PromptMessage(
+                "user", f"Write a {style} greeting in {language} for {args['name']}."
+            )],
+        )
+
+
+@mcp_server.get_server().completion_handler
+def complete(params: dict) -> dict:
+    """Suggest values for the greeting prompt's arguments."""
+    ref, argument = params["ref"], params["argument"]
+    choices = {"language": LANGUAGES, "style": STYLES}.get(argument["name"], [])
+    if ref.get("type") != "ref/prompt" or ref.get("name") != "greeting":
+        choices = []
+    values = [c for c in choices if c.startswith(argument["value"].lower())]
+    return {"completion": {"values": values, "hasMore": False}}
+
+
+@mcp_server.resource("demo://readme", name="readme", title="About this server",
+                     mime_type="text/plain")
+def readme() -> str:
+    return "This is the django-mcp-sdk demo server. Try the echo and add tools."
+
+
+@mcp_server.resource_template("demo://users/{user_id}/profile", name="user_profile",
+                              title="User profile", mime_type="application/json")
+def user_profile(user_id: str) -> mcp_server.TextContents:
+    profile = {"id": user_id, "name": f"User {user_id}"}
+    return mcp_server.TextContents(uri=f"demo://users/{user_id}/profile", text=json.dumps(profile),
+                                   mime_type="application/json")

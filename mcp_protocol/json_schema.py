@@ -34,25 +34,57 @@ def check_schema(schema: Any) -> None:
 
 
 def _check_bounds(schema: Any) -> None:
+    _check_depth(schema)
     count = 0
-    stack: list[tuple[Any, int]] = [(schema, 1)]
+    # Only schema positions are walked: data keywords (const, enum, default, examples) and
+    # property names such as "$ref" inside "properties" are not schemas.
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        count += 1
+        if count > MAX_SUBSCHEMA_COUNT:
+            raise SchemaError(f"schema has more than MAX_SUBSCHEMA_COUNT ({MAX_SUBSCHEMA_COUNT}) subschemas")
+        for keyword in ("$ref", "$dynamicRef"):
+            ref = node.get(keyword)
+            if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+                raise SchemaError(
+                    f"only same-document references are allowed: {keyword} {ref!r} must start with '#'"
+                )
+        stack.extend(_subschemas(node))
+
+
+_SCHEMA_KEYWORDS = ("additionalProperties", "items", "contains", "propertyNames", "not", "if",
+                    "then", "else", "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+                    "additionalItems")
+_SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_SCHEMA_MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions",
+                        "dependentSchemas", "dependencies")
+
+
+def _subschemas(node: dict) -> list[Any]:
+    found: list[Any] = []
+    for keyword in _SCHEMA_KEYWORDS:
+        if isinstance(node.get(keyword), dict):
+            found.append(node[keyword])
+    for keyword in _SCHEMA_LIST_KEYWORDS:
+        if isinstance(node.get(keyword), list):
+            found.extend(node[keyword])
+    for keyword in _SCHEMA_MAP_KEYWORDS:
+        if isinstance(node.get(keyword), dict):
+            found.extend(node[keyword].values())
+    return found
+
+
+def _check_depth(document: Any) -> None:
+    """The JSON nesting of the whole document is bounded, whatever its keywords."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_SCHEMA_DEPTH:
             raise SchemaError(f"schema is nested deeper than MAX_SCHEMA_DEPTH ({MAX_SCHEMA_DEPTH})")
         if isinstance(node, dict):
-            count += 1
-            if count > MAX_SUBSCHEMA_COUNT:
-                raise SchemaError(
-                    f"schema has more than MAX_SUBSCHEMA_COUNT ({MAX_SUBSCHEMA_COUNT}) subschemas"
-                )
-            for keyword in ("$ref", "$dynamicRef"):
-                ref = node.get(keyword)
-                if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
-                    raise SchemaError(
-                        f"only same-document references are allowed: {keyword} {ref!r} "
-                        "must start with '#'"
-                    )
             stack.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
             stack.extend((value, depth + 1) for value in node)

@@ -93,10 +93,13 @@ def classify(message: Any) -> Incoming:
             "Invalid Request: method must be a string not starting with 'rpc.'",
         )
     params = message.get("params")
+    is_notification = raw_id is _MISSING or raw_id is None
     if params is not None and not isinstance(params, dict | list):
+        if is_notification:  # never answered, even when malformed: the bad params are dropped
+            return Incoming("notification", message, method=method, params=None)
         return _invalid(message, echo_id, INVALID_PARAMS, "Invalid params: must be an object or array")
     # An absent or null id makes a notification: there is nothing to answer to.
-    if raw_id is _MISSING or raw_id is None:
+    if is_notification:
         return Incoming("notification", message, method=method, params=params)
     return Incoming("request", message, id=raw_id, method=method, params=params)
 
@@ -144,4 +147,6 @@ def decode(text: str | bytes) -> Any:
 
 
 def encode(message: Any) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON text; raises ValueError for NaN or infinities, which are not JSON at all
+    (Python would write the bare tokens ``NaN``/``Infinity`` that peers cannot parse)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -28,7 +28,7 @@ class ServerContext(Mapping):
     """
 
     def __init__(self, server: Server, session: ServerSession, *, request_id: Any,
-                 method: str, params: dict, message: dict | None = None,
+                 method: str, params: dict | list, message: dict | None = None,
                  cancellation: Cancellation | None = None, user_context: Any = None):
         self.server = server
         self.session = session
@@ -37,8 +37,9 @@ class ServerContext(Mapping):
         self.params = params
         self.message = message
         self.cancellation = cancellation or Cancellation(request_id)
-        self.meta: dict = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        self.context = _merge_meta(user_context, params.get("_meta"))
+        raw_meta = params.get("_meta") if isinstance(params, dict) else None
+        self.meta: dict = raw_meta if isinstance(raw_meta, dict) else {}
+        self.context = _merge_meta(user_context, raw_meta)
         # What instrumentation and around_request see about this request.
         self.instrumentation: dict[str, Any] = {"method": method}
         self._loop = asyncio.get_running_loop()

@@ -46,7 +46,34 @@ async def handle_json(server: Server, text: str | bytes, session: ServerSession)
         detail = "Invalid JSON" if not str(exc).startswith("JSON nested") else str(exc)
         return jsonrpc.encode(jsonrpc.parse_error(detail))
     answer = await handle_payload(server, payload, session)
-    return None if answer is None else jsonrpc.encode(answer)
+    return None if answer is None else encode_answer(server, answer, payload)
+
+
+def encode_answer(server: Server, answer: Any, payload: Any) -> str:
+    """The JSON text of a response or batch of responses to ``payload``.
+
+    A result JSON cannot carry (a ``datetime`` returned by a handler, say) becomes -32603 for
+    that request alone, keeping its id, instead of an exception that loses every answer.
+    Encoding is tried once as a whole first, so the usual case costs nothing extra.
+    """
+    try:
+        return jsonrpc.encode(answer)
+    except (TypeError, ValueError):
+        pass
+    requests = payload if isinstance(payload, list) else [payload]
+    # Only valid ids answer with their own id (and are hashable; an object id is neither).
+    by_id = {m["id"]: m for m in requests
+             if isinstance(m, dict) and "method" in m and jsonrpc.is_valid_id(m.get("id"))}
+    fixed = []
+    for response in answer if isinstance(answer, list) else [answer]:
+        try:
+            jsonrpc.encode(response)
+        except (TypeError, ValueError) as exc:
+            request_id = response.get("id")
+            server.report_exception(exc, {"request": by_id.get(request_id)})
+            response = jsonrpc.error_response(request_id, INTERNAL_ERROR, "Internal error")
+        fixed.append(response)
+    return jsonrpc.encode(fixed if isinstance(answer, list) else fixed[0])
 
 
 async def handle_message(server: Server, message: Any, session: ServerSession) -> dict | None:
@@ -111,7 +138,7 @@ async def _handle_request(server: Server, incoming: jsonrpc.Incoming,
     params = incoming.params if incoming.params is not None else {}
     ctx = ServerContext(
         server, session, request_id=request_id, method=method,
-        params=params if isinstance(params, dict) else {"_positional": params},
+        params=params,
         message=incoming.message, cancellation=cancellation,
         user_context=server.server_context,
     )

@@ -41,7 +41,7 @@ def is_async_callable(function: Any) -> bool:
     )
 
 
-async def call_with_params(handler: Callable, params: dict, server_context: Any) -> Any:
+async def call_with_params(handler: Callable, params: dict | list, server_context: Any) -> Any:
     """Call a ``handler(params, server_context=...)`` hook; the context only if it asks for it."""
     from .primitives.base import accepts_keyword
 

@@ -27,7 +27,7 @@ class ServerSession:
         self.initialized = False
         self.protocol_version: str | None = None
         self.client_info: dict | None = None
-        self.client_capabilities: dict | None = None
+        self._client_capabilities: dict | None = None
         self.log_level: str | None = None
         self.subscriptions: set[str] = set()
         self.in_flight: dict[Any, Cancellation] = {}
@@ -36,6 +36,19 @@ class ServerSession:
     def client(self) -> dict | None:
         """``{name, version}`` of the client, as sent in ``initialize``."""
         return self.client_info
+
+    @property
+    def client_capabilities(self) -> dict | None:
+        """This session's client capabilities, else the server-wide ones (``server.session``,
+        which stdio and in-process calls initialize), as a stateless request has no session."""
+        if self._client_capabilities is not None:
+            return self._client_capabilities
+        default = getattr(self.server, "session", None)
+        return None if default is None or default is self else default._client_capabilities
+
+    @client_capabilities.setter
+    def client_capabilities(self, capabilities: dict | None) -> None:
+        self._client_capabilities = capabilities
 
     def begin_request(self, request_id: Any) -> Cancellation | None:
         """Register an in-flight request; None when that id is in flight already."""

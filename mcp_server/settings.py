@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
@@ -60,15 +61,35 @@ class MCPSettings:
         if name not in DEFAULTS:
             raise AttributeError(f"MCP_SERVER has no setting {name!r}")
         if name not in self._cache:
-            user = getattr(settings, "MCP_SERVER", {}) or {}
-            unknown = set(user) - set(DEFAULTS)
-            if unknown:
-                raise AttributeError(f"unknown MCP_SERVER settings: {', '.join(sorted(unknown))}")
-            value = user.get(name, DEFAULTS[name])
+            value = self._user().get(name, DEFAULTS[name])
             if name in _DOTTED and isinstance(value, str):
-                value = import_string(value)
+                try:
+                    value = import_string(value)
+                except ImportError as exc:
+                    raise ImproperlyConfigured(
+                        f"MCP_SERVER[{name!r}] = {value!r} cannot be imported: {exc}"
+                    ) from exc
             self._cache[name] = value
         return self._cache[name]
+
+    def is_set(self, name: str) -> bool:
+        """Whether the project's ``MCP_SERVER`` gives ``name`` a value (rather than the default)."""
+        return name in self._user()
+
+    @staticmethod
+    def _user() -> dict[str, Any]:
+        # ImproperlyConfigured, not AttributeError: a typo must stop start-up with a clear message,
+        # and an AttributeError from __getattr__ would read as a missing attribute to getattr().
+        user = getattr(settings, "MCP_SERVER", None) or {}
+        if not isinstance(user, dict):
+            raise ImproperlyConfigured(f"MCP_SERVER must be a dict, not {type(user).__name__}")
+        unknown = set(user) - set(DEFAULTS)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"unknown MCP_SERVER settings: {', '.join(sorted(unknown))}; "
+                f"the known ones are {', '.join(DEFAULTS)}"
+            )
+        return user
 
     def reload(self) -> None:
         self._cache.clear()

@@ -24,17 +24,25 @@ def get_server() -> Server:
     return _default
 
 
+# MCP_SERVER key -> the Configuration field it sets on the default server.
+_CONFIGURATION_SETTINGS = {
+    "EXCEPTION_REPORTER": "exception_reporter",
+    "AROUND_REQUEST": "around_request",
+    "INSTRUMENTATION_CALLBACK": "instrumentation_callback",
+    "INSTRUMENT_SERVER_CONTEXT": "instrument_server_context",
+    "PROTOCOL_VERSION": "protocol_version",
+    "VALIDATE_TOOL_CALL_ARGUMENTS": "validate_tool_call_arguments",
+    "VALIDATE_TOOL_CALL_RESULTS": "validate_tool_call_results",
+}
+
+
 def build_server() -> Server:
     s = mcp_settings
-    configuration = Configuration(
-        exception_reporter=s.EXCEPTION_REPORTER,
-        around_request=s.AROUND_REQUEST,
-        instrumentation_callback=s.INSTRUMENTATION_CALLBACK,
-        instrument_server_context=s.INSTRUMENT_SERVER_CONTEXT,
-        protocol_version=s.PROTOCOL_VERSION,
-        validate_tool_call_arguments=s.VALIDATE_TOOL_CALL_ARGUMENTS,
-        validate_tool_call_results=s.VALIDATE_TOOL_CALL_RESULTS,
-    )
+    # Only the keys the project sets become per-server values: the rest stay unset, so the
+    # global configure() values still apply to the default server (CFG-01).
+    configuration = Configuration(**{
+        field: getattr(s, key) for key, field in _CONFIGURATION_SETTINGS.items() if s.is_set(key)
+    })
     return s.SERVER_CLASS(
         s.NAME, title=s.TITLE, version=s.VERSION, description=s.DESCRIPTION,
         instructions=s.INSTRUCTIONS, website_url=s.WEBSITE_URL, icons=s.ICONS,
@@ -44,13 +52,17 @@ def build_server() -> Server:
 
 
 def reset() -> None:
-    """Forget the default server (after settings change); ``mcp.py`` modules are re-run."""
+    """Forget the default server (after settings change).
+
+    With ``AUTODISCOVER`` on, every ``mcp.py`` runs again, registering onto the new default server.
+    """
     global _default
     with _lock:
         _default = None
-    from .apps import autodiscover
+    if mcp_settings.AUTODISCOVER:
+        from .apps import autodiscover
 
-    autodiscover(force=True)
+        autodiscover(force=True)
 
 
 def register(item: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from mcp_protocol import versions
@@ -39,7 +40,7 @@ async def initialize(ctx: ServerContext) -> dict[str, Any]:
     ctx.instrumentation["client"] = {"name": client_info["name"], "version": client_info["version"]}
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server.capabilities_for(version),
+        "capabilities": copy.deepcopy(server.capabilities_for(version)),
         "serverInfo": server.server_info_for(version),
     }
     if server.instructions is not None and version != "2024-11-05":

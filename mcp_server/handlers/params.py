@@ -15,6 +15,7 @@ def as_object(params: Any, method: str) -> dict:
     return params
 
 
+
 def required_string(params: dict, key: str, method: str) -> str:
     value = params.get(key)
     if not isinstance(value, str):

@@ -7,6 +7,7 @@ from typing import Any
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.content import Text
 from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
+from mcp_protocol.versions import is_modern_version
 
 from ..context import ServerContext
 from ..invoke import call_user_code
@@ -23,10 +24,20 @@ async def list_tools(ctx: ServerContext) -> dict[str, Any]:
     server = ctx.server
     params = as_object(ctx.params, "tools/list")
     tools, next_cursor = page(list(server.tools.values()), params, server.page_size)
-    result: dict[str, Any] = {"tools": [tool.to_dict() for tool in tools]}
+    handshake = not is_modern_version(ctx.protocol_version)
+    result: dict[str, Any] = {"tools": [_entry(tool, handshake) for tool in tools]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
+
+
+def _entry(tool: Tool, handshake: bool) -> dict[str, Any]:
+    entry = tool.to_dict()
+    # Handshake revisions require an object root for outputSchema, and strict clients reject
+    # the whole list otherwise; an SEP-2106 schema with another root is for modern clients only.
+    if handshake and entry.get("outputSchema", {}).get("type") != "object":
+        entry.pop("outputSchema", None)
+    return entry
 
 
 async def call_tool(ctx: ServerContext) -> dict[str, Any]:
@@ -69,6 +80,11 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
     result = _as_result(value, tool)
     if server.configuration.validate_tool_call_results and tool.output_schema is not None:
         _check_result(tool, result)
+    if not is_modern_version(ctx.protocol_version) and "structuredContent" in result \
+            and not isinstance(result["structuredContent"], dict):
+        # Handshake revisions type structuredContent as an object; a non-object value (SEP-2106)
+        # reaches those clients as its mirrored text content only.
+        del result["structuredContent"]
     return result
 
 

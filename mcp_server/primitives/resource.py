@@ -111,7 +111,8 @@ class Resource(_ResourceBase):
     def __init__(self, uri: str | None = None, name: str | None = None, *,
                  handler: Callable | None = None, **fields: Any):
         if type(self) is not Resource and uri is None and name is None:
-            own = self.contents if "contents" in type(self).__dict__ else None
+            # Inherited ``contents`` count too: a subclass of a readable class stays readable.
+            own = self.contents if type(self).contents is not Resource.contents else None
             self._init_fields({}, own)
             return
         self._init_fields({"uri": uri, "name": name or type(self).name, **fields}, handler)
@@ -171,7 +172,8 @@ class ResourceTemplate(_ResourceBase):
     def __init__(self, uri_template: str | None = None, name: str | None = None, *,
                  handler: Callable | None = None, **fields: Any):
         if type(self) is not ResourceTemplate and uri_template is None and name is None:
-            own = self.contents if "contents" in type(self).__dict__ else None
+            # Inherited ``contents`` count too: a subclass of a readable class stays readable.
+            own = self.contents if type(self).contents is not ResourceTemplate.contents else None
             self._init_fields({}, own)
         else:
             self._init_fields(

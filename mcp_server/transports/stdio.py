@@ -41,11 +41,15 @@ class StdioTransport:
         self._stdout = stdout if stdout is not None else sys.stdout.buffer
         self._stderr = stderr if stderr is not None else sys.stderr
         self._write_lock = threading.Lock()
+        # Why the connection was closed early (a frame over the limit, unreadable stdin); None
+        # after a plain end of input. The mcp_stdio command turns it into its exit status.
+        self.error: BaseException | None = None
         self.session = ServerSession(server, outbound=self)
         server.session = self.session
         server.transport = self
 
     def open(self) -> None:
+        """Serve until stdin closes (or a bad frame closes the connection: see ``error``)."""
         asyncio.run(self.serve())
 
     async def serve(self) -> None:
@@ -71,6 +75,12 @@ class StdioTransport:
                 task = asyncio.create_task(self._answer(line))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
+        except asyncio.CancelledError:
+            # Interrupted (asyncio.run cancels this task on SIGINT): stop the handlers in
+            # flight too, so Ctrl-C exits now rather than after the longest tool call.
+            for task in tasks:
+                task.cancel()
+            raise
         finally:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -92,6 +102,7 @@ class StdioTransport:
         loop.call_soon_threadsafe(lines.put_nowait, None)
 
     def _fail(self, exc: BaseException) -> None:
+        self.error = exc
         self.server.report_exception(exc, {"transport": "stdio"})
         print(f"mcp stdio: closing the connection: {exc}", file=self._stderr, flush=True)
 
@@ -104,20 +115,27 @@ class StdioTransport:
         if answer is not None:
             self._write_line(answer)
 
-    def _write_line(self, text: str) -> bool:
+    def _write_line(self, text: str, context: dict | None = None) -> bool:
         data = text.encode("utf-8") + b"\n"
         try:
             with self._write_lock:
                 self._stdout.write(data)
                 self._stdout.flush()
         except (OSError, ValueError) as exc:
-            self.server.report_exception(exc, {"transport": "stdio"})
+            self.server.report_exception(exc, context or {"transport": "stdio"})
             return False
         return True
 
     def send_message(self, message: dict) -> bool:
         """Write one message; safe from any thread. False when the write failed."""
-        return self._write_line(jsonrpc.encode(message))
+        # A failed notification is reported as {notification: method} (CFG-02).
+        is_notification = "method" in message and "id" not in message
+        context = {"notification": message["method"]} if is_notification else None
+        return self._write_line(jsonrpc.encode(message), context)
+
+    def send_notification(self, method: str, params: dict | None = None) -> bool:
+        """Write a notification: True once written and flushed, False (reported) when it failed."""
+        return self.send_message(jsonrpc.notification(method, params))
 
     async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
         return self.send_message(message)

@@ -3,33 +3,54 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from mcp_server.settings import mcp_settings
 from mcp_server.site import get_server
 from mcp_server.transports.stdio import StdioTransport
 
+# Exit statuses, as documented in the help text below.
+EXIT_CLOSED_BY_ERROR = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
 
 class Command(BaseCommand):
-    help = "Serve the project's MCP server over stdio (JSON-RPC lines on stdin/stdout)."
+    help = (
+        "Serve the project's MCP server over stdio (JSON-RPC lines on stdin/stdout). "
+        "Exit status: 0 when stdin reaches its end; 1 when the server closes the connection "
+        "itself (a line longer than --max-line-bytes, unreadable stdin) or cannot start; "
+        "130 on SIGINT (Ctrl-C)."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
             "--max-line-bytes", type=int, default=None,
-            help="longest accepted line in bytes (default: MCP_SERVER['STDIO_MAX_LINE_BYTES'])",
+            help="longest accepted line in bytes; a longer one closes the connection "
+                 "(default: MCP_SERVER['STDIO_MAX_LINE_BYTES'])",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         # stdout carries protocol messages only: every log line goes to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, force=True)
-        max_line_bytes = options["max_line_bytes"] or mcp_settings.STDIO_MAX_LINE_BYTES
-        transport = StdioTransport(get_server(), max_line_bytes=max_line_bytes)
+        max_line_bytes = options["max_line_bytes"]
+        if max_line_bytes is None:  # not `or`: an explicit 0 must be refused, not replaced
+            max_line_bytes = mcp_settings.STDIO_MAX_LINE_BYTES
+        try:
+            transport = StdioTransport(get_server(), max_line_bytes=max_line_bytes)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         try:
             transport.open()
         except KeyboardInterrupt:
             sys.stderr.write("mcp stdio: interrupted\n")
             sys.stderr.flush()
-            sys.exit(130)
+            # os._exit, not sys.exit: the reader thread is blocked inside stdin's buffered
+            # readline, and a normal interpreter shutdown then aborts ("could not acquire lock
+            # for <stdin> at interpreter shutdown") instead of exiting with 130.
+            os._exit(EXIT_INTERRUPTED)
+        if transport.error is not None:
+            sys.exit(EXIT_CLOSED_BY_ERROR)

@@ -1,0 +1,156 @@
+"""Elicitation form schemas: the ``EnumSchema`` builders and the flat-schema rule.
+
+A form's ``requestedSchema`` is an object whose properties are primitives only (string, number,
+integer, boolean, or a single- or multi-select enum), so that any client can render it as a form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STRING_FORMATS = ("date", "date-time", "email", "uri")
+_COMMON = ("title", "description")
+_ALLOWED = {
+    "string": {"type", "title", "description", "default", "format", "minLength", "maxLength",
+               "enum", "enumNames", "oneOf"},
+    "number": {"type", "title", "description", "default", "minimum", "maximum"},
+    "integer": {"type", "title", "description", "default", "minimum", "maximum"},
+    "boolean": {"type", "title", "description", "default"},
+    "array": {"type", "title", "description", "default", "items", "minItems", "maxItems"},
+}
+
+
+def _annotated(schema: dict, default: Any, title: str | None, description: str | None) -> dict:
+    if title is not None:
+        schema["title"] = title
+    if description is not None:
+        schema["description"] = description
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
+def _strings(values: Any, what: str) -> list[str]:
+    if not isinstance(values, list | tuple) or not values or \
+            not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{what} must be a non-empty list of strings, not {values!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} must not repeat a value: {values!r}")
+    return list(values)
+
+
+def _options(options: Any) -> list[dict]:
+    """``[{"const": v, "title": t}]`` from dicts or ``(value, title)`` pairs."""
+    if not isinstance(options, list | tuple) or not options:
+        raise ValueError("options must be a non-empty list of {const, title} or (value, title)")
+    normalized = []
+    for option in options:
+        if isinstance(option, dict):
+            value, title = option.get("const"), option.get("title")
+        elif isinstance(option, list | tuple) and len(option) == 2:
+            value, title = option
+        else:
+            raise ValueError(f"an option is {{const, title}} or (value, title), not {option!r}")
+        if not isinstance(value, str) or not isinstance(title, str):
+            raise ValueError(f"option value and title must be strings: {option!r}")
+        normalized.append({"const": value, "title": title})
+    _strings([o["const"] for o in normalized], "option values")
+    return normalized
+
+
+def _check_default_in(default: Any, allowed: list[str], many: bool) -> None:
+    if default is None:
+        return
+    chosen = default if many else [default]
+    if many and not isinstance(default, list):
+        raise ValueError(f"a multi-select default must be a list, not {default!r}")
+    unknown = [d for d in chosen if d not in allowed]
+    if unknown:
+        raise ValueError(f"default {unknown!r} is not among the values {allowed!r}")
+
+
+class EnumSchema:
+    """Builders for the enum property shapes of SEP-1330."""
+
+    @staticmethod
+    def untitled_single_select(values: list[str], *, default: str | None = None,
+                               title: str | None = None, description: str | None = None) -> dict:
+        values = _strings(values, "values")
+        _check_default_in(default, values, many=False)
+        return _annotated({"type": "string", "enum": values}, default, title, description)
+
+    @staticmethod
+    def titled_single_select(options: list, *, default: str | None = None,
+                             title: str | None = None, description: str | None = None) -> dict:
+        one_of = _options(options)
+        _check_default_in(default, [o["const"] for o in one_of], many=False)
+        return _annotated({"type": "string", "oneOf": one_of}, default, title, description)
+
+    @staticmethod
+    def untitled_multi_select(values: list[str], *, default: list[str] | None = None,
+                              title: str | None = None, description: str | None = None) -> dict:
+        values = _strings(values, "values")
+        _check_default_in(default, values, many=True)
+        schema = {"type": "array", "items": {"type": "string", "enum": values}}
+        return _annotated(schema, default, title, description)
+
+    @staticmethod
+    def titled_multi_select(options: list, *, default: list[str] | None = None,
+                            title: str | None = None, description: str | None = None) -> dict:
+        any_of = _options(options)
+        _check_default_in(default, [o["const"] for o in any_of], many=True)
+        schema = {"type": "array", "items": {"anyOf": any_of}}
+        return _annotated(schema, default, title, description)
+
+    @staticmethod
+    def legacy_titled(values: list[str], value_titles: list[str], *, default: str | None = None,
+                      title: str | None = None, description: str | None = None) -> dict:
+        values = _strings(values, "values")
+        if not isinstance(value_titles, list | tuple) or len(value_titles) != len(values) or \
+                not all(isinstance(t, str) for t in value_titles):
+            raise ValueError("value_titles must be strings, one for each value")
+        _check_default_in(default, values, many=False)
+        schema = {"type": "string", "enum": values, "enumNames": list(value_titles)}
+        return _annotated(schema, default, title, description)
+
+
+def check_requested_schema(schema: Any) -> dict:
+    """Raise ``ValueError`` unless ``schema`` is a flat form schema; returns it."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ValueError("requested_schema must be an object schema with type 'object'")
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        raise ValueError("requested_schema properties must be an object")
+    for name, prop in properties.items():
+        _check_property(name, prop)
+    required = schema.get("required", [])
+    if not isinstance(required, list) or any(r not in properties for r in required):
+        raise ValueError(f"requested_schema required names unknown properties: {required!r}")
+    return schema
+
+
+def _check_property(name: str, prop: Any) -> None:
+    kind = prop.get("type") if isinstance(prop, dict) else None
+    if kind not in _ALLOWED:
+        raise ValueError(
+            f"property {name!r}: form fields are string, number, integer, boolean or an enum "
+            f"array, not {kind!r} (nested objects are not allowed)"
+        )
+    extra = set(prop) - _ALLOWED[kind]
+    if extra:
+        raise ValueError(f"property {name!r}: keywords {sorted(extra)} are not allowed in a form")
+    if kind == "string" and "format" in prop and prop["format"] not in STRING_FORMATS:
+        raise ValueError(f"property {name!r}: format must be one of {STRING_FORMATS}")
+    if kind == "array":
+        items = prop.get("items")
+        if not isinstance(items, dict) or not (
+            (items.get("type") == "string" and isinstance(items.get("enum"), list))
+            or isinstance(items.get("anyOf"), list)
+        ):
+            raise ValueError(f"property {name!r}: an array field must be a multi-select enum")
+    default = prop.get("default")
+    expected = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
+                "array": list}[kind]
+    if default is not None and (not isinstance(default, expected) or
+                                (kind in ("number", "integer") and isinstance(default, bool))):
+        raise ValueError(f"property {name!r}: default {default!r} is not a {kind}")

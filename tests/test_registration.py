@@ -1,0 +1,359 @@
+"""Registration the Django way: each app's ``mcp.py`` and the ``MCP_SERVER`` setting shape the default server.
+
+Every test that rebuilds the default server puts the original object back afterwards
+(``default_server_restored``), so the rest of the suite sees the server it started with.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+from django.utils.module_loading import import_string
+
+import mcp_server
+from mcp_server import ConfigurationError, Server, configure, get_server, site
+from mcp_server.settings import DEFAULTS, mcp_settings
+
+from .harness import InProcessClient, StdioServer
+
+REVISIONS = ["2025-11-25", "2024-11-05"]
+DEMO = settings.MCP_SERVER
+TEST_APP_MODULE = "tests.stdio_app.mcp"
+
+# Hooks named by dotted path in MCP_SERVER; each records what it was given.
+CALLS: dict[str, list[Any]] = defaultdict(list)
+
+
+def record_exception(exc: BaseException, context: dict) -> None:
+    CALLS["exception_reporter"].append((exc, context))
+
+
+async def record_around(data: dict, call_next: Any) -> None:
+    CALLS["around_before"].append(dict(data))
+    await call_next()
+    CALLS["around_after"].append(dict(data))
+
+
+def record_instrumentation(data: dict) -> None:
+    CALLS["instrumentation_callback"].append(dict(data))
+
+
+def global_reporter(exc: BaseException, context: dict) -> None:
+    CALLS["global_reporter"].append((exc, context))
+
+
+class CustomServer(Server):
+    """A project's own Server subclass, named by MCP_SERVER["SERVER_CLASS"]."""
+
+
+HERE = __name__  # "tests.test_registration": the prefix of the dotted paths above
+
+
+@pytest.fixture
+def default_server_restored():
+    """Leave the global default server exactly as the test found it."""
+    with site._lock:
+        saved = site._default
+    CALLS.clear()
+    test_app_imported = TEST_APP_MODULE in sys.modules
+    yield saved
+    with site._lock:
+        site._default = saved
+    if not test_app_imported:
+        sys.modules.pop(TEST_APP_MODULE, None)
+    CALLS.clear()
+
+
+def demo_with(**overrides: Any) -> dict:
+    return {**DEMO, **overrides}
+
+
+def call_tool(client: InProcessClient, name: str, arguments: dict | None = None) -> dict:
+    return client.request("tools/call", {"name": name, "arguments": arguments or {}})
+
+
+# --- Autodiscovery of mcp.py ---------------------------------------------------------------------
+
+def test_installed_apps_mcp_modules_were_imported_at_start_up():
+    assert "project.demo.mcp" in sys.modules
+    server = get_server()
+    assert {"echo", "add"} <= set(server.tools)
+    assert "greeting" in server.prompts
+    assert "demo://readme" in server.resources
+    assert "demo://users/{user_id}/profile" in server.resource_templates
+    assert server.hooks.completion is sys.modules["project.demo.mcp"].complete
+    assert server.name == DEMO["NAME"]
+    # An app without an mcp.py (django.contrib.auth) is simply skipped.
+    assert "django.contrib.auth.mcp" not in sys.modules
+
+
+def test_declarations_of_an_app_reach_the_default_server_at_start_up():
+    """A real start-up: the test app's mcp.py is found next to the demo's, with no import anywhere."""
+    with StdioServer(env={"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}) as server:
+        server.initialize()
+        names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
+        assert names == ["echo", "add", "sleepy", "announce"]
+        assert server.close() == 0
+
+
+def test_an_app_added_to_installed_apps_is_autodiscovered(default_server_restored):
+    with override_settings(MCP_SERVER=demo_with()):  # a fresh default server for this test
+        fresh = get_server()
+        assert fresh is not default_server_restored and "sleepy" not in fresh.tools
+        with override_settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "tests.stdio_app"]):
+            assert TEST_APP_MODULE in sys.modules
+            assert {"echo", "add", "sleepy", "announce"} <= set(get_server().tools)
+            assert get_server() is fresh
+    assert "sleepy" not in get_server().tools  # rebuilt from the original apps
+
+
+def test_decorators_register_onto_the_default_server(default_server_restored):
+    with override_settings(MCP_SERVER=demo_with()):
+
+        @mcp_server.tool
+        def shout(text: str) -> str:
+            """Upper-case the text."""
+            return text.upper()
+
+        @mcp_server.prompt
+        def haiku(topic: str) -> str:
+            return f"Write a haiku about {topic}."
+
+        @mcp_server.resource("demo://motd", name="motd", mime_type="text/plain")
+        def motd() -> str:
+            return "hello"
+
+        server = get_server()
+        client = InProcessClient(server)
+        client.initialize()
+        assert call_tool(client, "shout", {"text": "hi"})["result"]["content"] == [
+            {"type": "text", "text": "HI"}
+        ]
+        assert "haiku" in server.prompts
+        contents = client.result("resources/read", {"uri": "demo://motd"})["contents"]
+        assert contents[0]["text"] == "hello"
+    assert "shout" not in get_server().tools
+
+
+@pytest.mark.feature("CFG-09")
+def test_autodiscover_false_builds_an_empty_default_server(default_server_restored):
+    with override_settings(MCP_SERVER=demo_with(AUTODISCOVER=False)):
+        server = get_server()
+        assert server.tools == {} and server.prompts == {} and server.resources == {}
+        assert server.name == DEMO["NAME"]
+    assert "echo" in get_server().tools
+
+
+# --- MCP_SERVER shapes the default server ---------------------------------------------------------
+
+IDENTITY = {
+    "NAME": "settings-server",
+    "TITLE": "From settings",
+    "VERSION": "9.8.7",
+    "DESCRIPTION": "Built from MCP_SERVER",
+    "INSTRUCTIONS": "Use the settings.",
+    "WEBSITE_URL": "https://example.com/mcp",
+    "ICONS": [{"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["48x48"]}],
+    "CAPABILITIES": {"tools": {"listChanged": True}, "logging": {}},
+    "PAGE_SIZE": 1,
+    "TTL_MS": 5000,
+    "CACHE_SCOPE": "public",
+}
+
+
+@pytest.mark.feature("CFG-09")
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_identity_capabilities_and_lists_come_from_settings(default_server_restored, revision):
+    with override_settings(MCP_SERVER=IDENTITY):
+        server = get_server()
+        client = InProcessClient(server, revision)
+        result = client.initialize()
+        if revision == "2025-11-25":
+            assert result["serverInfo"] == {
+                "name": "settings-server", "version": "9.8.7", "title": "From settings",
+                "websiteUrl": "https://example.com/mcp", "description": "Built from MCP_SERVER",
+                "icons": IDENTITY["ICONS"],
+            }
+            assert result["instructions"] == "Use the settings."
+        else:  # the older revision has no room for the newer fields
+            assert result["serverInfo"] == {"name": "settings-server", "version": "9.8.7"}
+            assert "instructions" not in result
+        assert result["capabilities"] == IDENTITY["CAPABILITIES"]
+        page = client.result("tools/list")
+        assert [tool["name"] for tool in page["tools"]] == ["echo"]  # PAGE_SIZE 1
+        assert page["nextCursor"] == "1"
+        assert page["ttlMs"] == 5000 and page["cacheScope"] == "public"
+        # The capabilities from settings gate the methods: no prompts declared.
+        assert client.request("prompts/list")["error"]["code"] == -32601
+
+
+@pytest.mark.feature("CFG-09")
+def test_protocol_version_setting_pins_the_negotiated_revision(default_server_restored):
+    with override_settings(MCP_SERVER=demo_with(PROTOCOL_VERSION="2025-06-18")):
+        client = InProcessClient(get_server(), "2025-11-25")
+        assert client.initialize()["protocolVersion"] == "2025-06-18"
+
+
+@pytest.mark.feature("CFG-09", "CFG-02", "CFG-03", "CFG-05", "CFG-06")
+def test_hooks_named_by_dotted_path(default_server_restored):
+    assert import_string(f"{HERE}.record_exception") is record_exception
+    hooks = {
+        "EXCEPTION_REPORTER": f"{HERE}.record_exception",
+        "AROUND_REQUEST": f"{HERE}.record_around",
+        "INSTRUMENTATION_CALLBACK": f"{HERE}.record_instrumentation",
+        "INSTRUMENT_SERVER_CONTEXT": True,
+    }
+    with override_settings(MCP_SERVER=demo_with(**hooks)):
+        server = get_server()
+        configuration = server.configuration
+        assert configuration.exception_reporter is record_exception
+        assert configuration.around_request is record_around
+        assert configuration.instrumentation_callback is record_instrumentation
+
+        @server.tool
+        def explode() -> str:
+            raise RuntimeError("secret detail")
+
+        client = InProcessClient(server)
+        client.initialize()
+        CALLS.clear()
+        response = call_tool(client, "explode")
+        assert response["result"]["isError"] is True
+        assert "secret detail" not in str(response)
+        [(exc, context)] = CALLS["exception_reporter"]
+        assert str(exc) == "secret detail"
+        assert context["request"]["params"]["name"] == "explode"
+        [before] = CALLS["around_before"]
+        assert before["method"] == "tools/call" and "server_context" in before
+        [after] = CALLS["around_after"]
+        assert after["tool_name"] == "explode" and after["error"] == "internal_error"
+        [data] = CALLS["instrumentation_callback"]
+        assert data["method"] == "tools/call" and data["duration"] >= 0
+        assert data["server_context"] is None
+
+
+@pytest.mark.feature("CFG-07", "CFG-09")
+def test_validation_toggles_come_from_settings(default_server_restored):
+    toggles = {"VALIDATE_TOOL_CALL_ARGUMENTS": False, "VALIDATE_TOOL_CALL_RESULTS": True}
+
+    def add_tools(server: Server) -> None:
+        @server.tool
+        def typed(n: int) -> str:
+            return f"got {n!r}"
+
+        @server.tool(output_schema={"properties": {"sum": {"type": "number"}}, "required": ["sum"]})
+        def wrong() -> dict:
+            return {"sum": "not a number"}
+
+    with override_settings(MCP_SERVER=demo_with()):  # the defaults: arguments checked, results not
+        add_tools(get_server())
+        client = InProcessClient(get_server())
+        client.initialize()
+        assert call_tool(client, "typed", {"n": "text"})["result"]["isError"] is True
+        assert "result" in call_tool(client, "wrong")
+    with override_settings(MCP_SERVER=demo_with(**toggles)):
+        add_tools(get_server())
+        client = InProcessClient(get_server())
+        client.initialize()
+        assert call_tool(client, "typed", {"n": "text"})["result"]["content"] == [
+            {"type": "text", "text": "got 'text'"}
+        ]
+        assert call_tool(client, "wrong")["error"]["code"] == -32603
+    with pytest.raises(ConfigurationError, match="validate_tool_call_arguments must be True or False"), \
+            override_settings(MCP_SERVER=demo_with(VALIDATE_TOOL_CALL_ARGUMENTS="yes")):
+        pass
+
+
+def test_server_class_setting(default_server_restored):
+    with override_settings(MCP_SERVER=demo_with(SERVER_CLASS=f"{HERE}.CustomServer")):
+        assert type(get_server()) is CustomServer
+        assert "echo" in get_server().tools
+    assert type(get_server()) is Server
+
+
+def test_stdio_max_line_bytes_setting(default_server_restored):
+    assert mcp_settings.STDIO_MAX_LINE_BYTES == 4 * 1024 * 1024
+    with override_settings(MCP_SERVER=demo_with(STDIO_MAX_LINE_BYTES=2048, AUTODISCOVER=False)):
+        assert mcp_settings.STDIO_MAX_LINE_BYTES == 2048
+    assert mcp_settings.STDIO_MAX_LINE_BYTES == 4 * 1024 * 1024
+
+
+def test_every_setting_is_covered_here():
+    """A new key in DEFAULTS needs a test in this module (and test_stdio for STDIO_*)."""
+    covered = {*IDENTITY, "PROTOCOL_VERSION", "EXCEPTION_REPORTER", "AROUND_REQUEST",
+               "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
+               "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES"}
+    assert covered == set(DEFAULTS)
+
+
+# --- CFG-01: the default server's configuration over the global one -------------------------------
+
+@pytest.mark.feature("CFG-01")
+def test_global_configure_applies_to_the_default_server_unless_settings_set_it(default_server_restored):
+    configure(exception_reporter=global_reporter)
+    # MCP_SERVER without EXCEPTION_REPORTER: the global hook applies.
+    with override_settings(MCP_SERVER=demo_with()):
+        server = get_server()
+        assert server.configuration.exception_reporter is global_reporter
+        assert server.configuration.validate_tool_call_arguments is True
+        server.report_exception(RuntimeError("one"), {"request": {}})
+        assert [str(exc) for exc, _ in CALLS["global_reporter"]] == ["one"]
+    # With it, the per-server value wins.
+    with override_settings(MCP_SERVER=demo_with(EXCEPTION_REPORTER=f"{HERE}.record_exception")):
+        server = get_server()
+        assert server.configuration.exception_reporter is record_exception
+        server.report_exception(RuntimeError("two"), {"request": {}})
+        assert [str(exc) for exc, _ in CALLS["exception_reporter"]] == ["two"]
+        assert len(CALLS["global_reporter"]) == 1
+    # A global value set later still reaches a default server that does not set it.
+    with override_settings(MCP_SERVER=demo_with()):
+        configure(validate_tool_call_arguments=False)
+        assert get_server().configuration.validate_tool_call_arguments is False
+
+
+# --- Bad settings ---------------------------------------------------------------------------------
+
+def test_unknown_setting_raises_a_clear_error(default_server_restored):
+    with pytest.raises(ImproperlyConfigured, match=r"unknown MCP_SERVER settings: NAEM, PAGESIZE; "
+                                                   r"the known ones are NAME, TITLE"), \
+            override_settings(MCP_SERVER=demo_with(NAEM="typo", PAGESIZE=3)):
+        pass
+    # Nothing was left half-changed: the default server follows the real settings again.
+    assert get_server().name == DEMO["NAME"] and "echo" in get_server().tools
+
+
+def test_bad_dotted_path_names_the_setting(default_server_restored):
+    expected = r"MCP_SERVER\['EXCEPTION_REPORTER'\] = 'tests.nowhere.report' cannot be imported"
+    with pytest.raises(ImproperlyConfigured, match=expected), \
+            override_settings(MCP_SERVER=demo_with(EXCEPTION_REPORTER="tests.nowhere.report")):
+        pass
+
+
+def test_mcp_server_setting_must_be_a_dict(default_server_restored):
+    with pytest.raises(ImproperlyConfigured, match="MCP_SERVER must be a dict, not list"), \
+            override_settings(MCP_SERVER=[("NAME", "x")]):
+        pass
+
+
+# --- override_settings rebuilds the default server ---------------------------------------------
+
+@pytest.mark.feature("CFG-09")
+def test_override_settings_rebuilds_the_default_server(default_server_restored):
+    original = get_server()
+    with override_settings(MCP_SERVER=demo_with(NAME="renamed", VERSION="2.0.0")):
+        renamed = get_server()
+        assert renamed is not original
+        assert (renamed.name, renamed.version) == ("renamed", "2.0.0")
+        assert {"echo", "add"} <= set(renamed.tools)  # every mcp.py ran again onto it
+        client = InProcessClient(renamed)
+        assert client.initialize()["serverInfo"]["name"] == "renamed"
+        assert call_tool(client, "add", {"a": 2, "b": 3})["result"]["structuredContent"] == {"sum": 5}
+    restored = get_server()
+    assert restored is not renamed and restored.name == DEMO["NAME"]
+    assert {"echo", "add"} <= set(restored.tools)

@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import Cancellation
+from mcp_protocol.content import to_wire
 
 from . import logging_levels
+from .elicitation import check_requested_schema
+from .errors import ClientCapabilityError, ValidationError
 
 if TYPE_CHECKING:
     from .server import Server
@@ -108,6 +111,84 @@ class ServerContext(Mapping):
         return self._io(self._send(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri},
                                    related=False))
 
+    def notify_elicitation_complete(self, elicitation_id: str) -> Any:
+        """Tell the client a URL-mode elicitation finished (SEP-1036)."""
+        return self._io(self._send(methods.NOTIFICATIONS_ELICITATION_COMPLETE,
+                                   {"elicitationId": elicitation_id}, related=False))
+
+    # Requests to the client, tied to the request being served (SEP-2260). Each waits at most
+    # ``timeout`` seconds (default: the transport's server_to_client_request_timeout).
+    def list_roots(self, timeout: float | None = None) -> Any:
+        """``roots/list``: the client's roots, as ``{"roots": [{"uri", "name"?}]}``."""
+        self._require(methods.ROOTS_LIST, "roots")
+        return self._request(methods.ROOTS_LIST, None, timeout)
+
+    def create_sampling_message(
+        self, messages: list, max_tokens: int, *, system_prompt: str | None = None,
+        model_preferences: dict | None = None, include_context: str | None = None,
+        temperature: float | None = None, stop_sequences: list[str] | None = None,
+        metadata: dict | None = None, tools: list[dict] | None = None,
+        tool_choice: dict | None = None, timeout: float | None = None,
+    ) -> Any:
+        """``sampling/createMessage``: ask the client's model for a completion.
+
+        ``include_context`` ("thisServer", "allServers") is soft-deprecated but passed through.
+        """
+        self._require(methods.SAMPLING_CREATE_MESSAGE, "sampling")
+        if tools is not None or tool_choice is not None:
+            self._require(methods.SAMPLING_CREATE_MESSAGE, "sampling.tools")
+        params: dict[str, Any] = {"messages": [to_wire(m) for m in messages], "maxTokens": max_tokens}
+        optional = {
+            "systemPrompt": system_prompt, "modelPreferences": model_preferences,
+            "includeContext": include_context, "temperature": temperature,
+            "stopSequences": stop_sequences, "metadata": metadata, "tools": tools,
+            "toolChoice": tool_choice,
+        }
+        params.update({key: value for key, value in optional.items() if value is not None})
+        return self._request(methods.SAMPLING_CREATE_MESSAGE, params, timeout)
+
+    def create_form_elicitation(self, message: str, requested_schema: dict,
+                                timeout: float | None = None) -> Any:
+        """``elicitation/create`` in form mode; returns ``{"action", "content"?}``.
+
+        ``requested_schema`` must be flat: an object of primitive fields (see ``EnumSchema``).
+        """
+        self._require(methods.ELICITATION_CREATE, "elicitation.form")
+        check_requested_schema(requested_schema)
+        params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
+        if self.protocol_version is not None and self.protocol_version < "2025-11-25":
+            del params["mode"]  # modes arrived with 2025-11-25
+        return self._request(methods.ELICITATION_CREATE, params, timeout)
+
+    def create_url_elicitation(self, message: str, url: str, elicitation_id: str,
+                               timeout: float | None = None) -> Any:
+        """``elicitation/create`` in URL mode: the user completes it out of band (SEP-1036)."""
+        self._require(methods.ELICITATION_CREATE, "elicitation.url")
+        params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}
+        return self._request(methods.ELICITATION_CREATE, params, timeout)
+
+    def ping(self, timeout: float | None = None) -> Any:
+        """``ping`` the client; returns ``{}``."""
+        return self._io(self._ping(timeout))
+
+    async def _ping(self, timeout: float | None) -> dict:
+        result = await self.session.request(
+            methods.PING, None, timeout=timeout, cancellation=self.cancellation
+        )
+        if not isinstance(result, dict):
+            raise ValidationError(f"the client answered ping with {result!r}, not an object")
+        return result
+
+    def _request(self, method: str, params: dict | None, timeout: float | None) -> Any:
+        return self._io(self.session.request(
+            method, params, related_request_id=self.request_id, timeout=timeout,
+            cancellation=self.cancellation,
+        ))
+
+    def _require(self, method: str, capability: str) -> None:
+        if not client_declares(self.client_capabilities, capability):
+            raise ClientCapabilityError(method, capability)
+
     async def _send(self, method: str, params: dict, *, related: bool = True) -> bool:
         message = jsonrpc.notification(method, params)
         related_id = self.request_id if related else None
@@ -139,3 +220,19 @@ def _merge_meta(user_context: Any, meta: Any) -> Any:
     if isinstance(user_context, dict):
         return {**user_context, "_meta": meta}
     return user_context
+
+
+def client_declares(capabilities: dict, path: str) -> bool:
+    """Whether a client's capabilities include ``path`` such as ``"sampling.tools"``.
+
+    ``elicitation.form`` is implied by a bare ``elicitation: {}`` (clients from before modes).
+    """
+    head, _, sub = path.partition(".")
+    section = capabilities.get(head)
+    if not isinstance(section, dict):
+        return False
+    if not sub:
+        return True
+    if head == "elicitation" and sub == "form" and "url" not in section:
+        return True
+    return isinstance(section.get(sub), dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_protocol.errors import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     InvalidParamsError,
     MCPError,
@@ -14,6 +15,7 @@ from mcp_protocol.errors import (
 )
 
 __all__ = [
+    "ClientCapabilityError",
     "MCPError",
     "MethodAlreadyDefinedError",
     "MethodNotFoundError",
@@ -50,6 +52,18 @@ class MissingCapabilityError(MethodNotFoundError):
         super().__init__(
             f"Method not found: {method} (server capability {capability!r} is not declared)",
             data={"method": method, "missingCapability": capability},
+        )
+
+
+class ClientCapabilityError(MCPError):
+    """A server-to-client request the client did not declare it can answer."""
+
+    def __init__(self, method: str, capability: str):
+        self.method = method
+        self.capability = capability
+        super().__init__(
+            f"{method} needs the client capability {capability!r}, which the client did not declare",
+            code=INTERNAL_ERROR,
         )
 
 

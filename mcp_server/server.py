@@ -357,9 +357,7 @@ class Server:
 
     async def receive_response(self, message: dict, session: ServerSession) -> None:
         """A client's answer to a server-to-client request; unknown ids are ignored."""
-        waiter = getattr(session, "resolve_response", None)
-        if waiter is not None:
-            waiter(message)
+        session.resolve_response(message)
 
     # Server-wide notifications ---------------------------------------------------------------
     def notify_tools_list_changed(self) -> bool:

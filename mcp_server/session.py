@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation
+
+from .outgoing import PendingRequests
 
 if TYPE_CHECKING:
     from .server import Server
 
 
+# How long a server-to-client request waits for the client, unless the call says otherwise.
+DEFAULT_REQUEST_TIMEOUT = 600.0
+
+
 class Outbound(Protocol):
-    """Where a session's outgoing messages go; each transport supplies one."""
+    """Where a session's outgoing messages go; each transport supplies one.
+
+    ``related_request_id`` names the client request a message belongs to (SEP-2260), so that a
+    transport with several streams can put it on that request's stream.
+    """
 
     async def send(self, message: dict, *, related_request_id: Any = None) -> bool: ...
 
@@ -20,10 +32,13 @@ class ServerSession:
     """Client identity, negotiated revision, log level and in-flight requests of one session."""
 
     def __init__(self, server: Server, *, outbound: Outbound | None = None,
-                 session_id: str | None = None):
+                 session_id: str | None = None,
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT):
         self.server = server
         self.outbound = outbound
         self.id = session_id
+        self.request_timeout = request_timeout
+        self.pending = PendingRequests()
         self.initialized = False
         self.protocol_version: str | None = None
         self.client_info: dict | None = None
@@ -71,3 +86,30 @@ class ServerSession:
         if self.outbound is None:
             return False
         return await self.outbound.send(message, related_request_id=related_request_id)
+
+    async def request(self, method: str, params: dict | None = None, *,
+                      related_request_id: Any = None, timeout: float | None = None,
+                      cancellation: Cancellation | None = None) -> Any:
+        """Send a request to the client and wait for its result (see :mod:`mcp_server.outgoing`)."""
+        if self.outbound is None:
+            from .outgoing import DeliveryError
+
+            raise DeliveryError(f"{method}: this session has no transport to reach the client")
+        return await self.pending.request(
+            self.send, method, params,
+            timeout=timeout if timeout is not None else self.request_timeout,
+            cancellation=cancellation, related_request_id=related_request_id,
+        )
+
+    def resolve_response(self, message: dict) -> bool:
+        """A client's answer to one of this session's requests; False for an unknown id."""
+        return self.pending.resolve(message)
+
+    async def list_roots(self, timeout: float | None = None) -> Any:
+        """``roots/list`` not tied to any client request; prefer ``ServerContext.list_roots``."""
+        warnings.warn(
+            "list_roots without a related request is deprecated (SEP-2260): call it on the "
+            "ServerContext of the request being served",
+            DeprecationWarning, stacklevel=2,
+        )
+        return await self.request(methods.ROOTS_LIST, timeout=timeout)

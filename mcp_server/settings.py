@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_CLASS": "mcp_server.server.Server",
     # Import each installed app's mcp.py at start-up, as admin does with admin.py.
     "AUTODISCOVER": True,
+    # Seconds a request to the client (sampling, elicitation, roots, ping) waits for its answer,
+    # unless the call passes its own timeout.
+    "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 600,
     # stdio: the longest accepted line; a longer one closes the connection.
     "STDIO_MAX_LINE_BYTES": 4 * 1024 * 1024,
 }

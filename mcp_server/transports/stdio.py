@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from mcp_protocol import jsonrpc
 
 from .. import logging_levels
-from ..session import ServerSession
+from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -30,6 +30,7 @@ class StdioTransport:
     """Serve ``server`` on stdin/stdout; ``open()`` blocks until stdin closes."""
 
     def __init__(self, server: Server, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 server_to_client_request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
                  stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None,
                  stderr: IO[str] | None = None):
         if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) \
@@ -44,7 +45,9 @@ class StdioTransport:
         # Why the connection was closed early (a frame over the limit, unreadable stdin); None
         # after a plain end of input. The mcp_stdio command turns it into its exit status.
         self.error: BaseException | None = None
-        self.session = ServerSession(server, outbound=self)
+        self.session = ServerSession(
+            server, outbound=self, request_timeout=server_to_client_request_timeout
+        )
         server.session = self.session
         server.transport = self
 
@@ -82,6 +85,8 @@ class StdioTransport:
                 task.cancel()
             raise
         finally:
+            # Nobody is left to answer requests to the client: end their waits now.
+            self.session.pending.cancel_all("Transport closed: stdin reached its end")
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
 

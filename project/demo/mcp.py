@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import mcp_server
-from mcp_server import Prompt, PromptArgument, PromptMessage, PromptResult, Tool, ToolResponse
+from mcp_server import (
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    PromptResult,
+    ServerContext,
+    Tool,
+    ToolResponse,
+)
+from mcp_server.elicitation import EnumSchema
 
 
 @mcp_server.tool(annotations={"read_only_hint": True, "destructive_hint": False})
@@ -31,6 +41,38 @@ class Add(Tool):
         self.output_schema.validate_result(result)
         return ToolResponse([{"type": "text", "text": json.dumps(result)}],
                             structured_content=result)
+
+
+@mcp_server.tool
+async def slow_count(count: int, server_context: ServerContext, delay: float = 0.5) -> str:
+    """Count to `count`, one step every `delay` seconds, reporting progress; stops when cancelled."""
+    for step in range(1, count + 1):
+        server_context.raise_if_cancelled()
+        await asyncio.sleep(delay)
+        await server_context.report_progress(step, total=count, message=f"counted {step}")
+    return f"Counted to {count}"
+
+
+@mcp_server.tool
+async def confirm_action(action: str, server_context: ServerContext) -> str:
+    """Ask the user, through the client, to confirm an action before it is done."""
+    answer = await server_context.create_form_elicitation(
+        f"Do you want to {action}?",
+        {
+            "type": "object",
+            "properties": {
+                "confirm": {"type": "boolean", "title": "Confirm", "default": False},
+                "priority": EnumSchema.untitled_single_select(
+                    ["low", "normal", "high"], default="normal", title="Priority"
+                ),
+            },
+            "required": ["confirm"],
+        },
+    )
+    if answer.get("action") == "accept" and answer.get("content", {}).get("confirm"):
+        priority = answer["content"].get("priority", "normal")
+        return f"Done: {action} (priority {priority})"
+    return f"Not done: {action} ({answer.get('action')})"
 
 
 LANGUAGES = ["english", "french", "german", "italian", "spanish"]

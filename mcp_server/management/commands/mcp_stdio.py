@@ -40,7 +40,10 @@ class Command(BaseCommand):
         if max_line_bytes is None:  # not `or`: an explicit 0 must be refused, not replaced
             max_line_bytes = mcp_settings.STDIO_MAX_LINE_BYTES
         try:
-            transport = StdioTransport(get_server(), max_line_bytes=max_line_bytes)
+            transport = StdioTransport(
+                get_server(), max_line_bytes=max_line_bytes,
+                server_to_client_request_timeout=mcp_settings.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         try:

@@ -98,7 +98,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
     with StdioServer(env={"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}) as server:
         server.initialize()
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
-        assert names == ["echo", "add", "sleepy", "announce"]
+        assert names == ["echo", "add", "slow_count", "confirm_action", "sleepy", "announce"]
         assert server.close() == 0
 
 
@@ -284,11 +284,18 @@ def test_stdio_max_line_bytes_setting(default_server_restored):
     assert mcp_settings.STDIO_MAX_LINE_BYTES == 4 * 1024 * 1024
 
 
+def test_server_to_client_request_timeout_setting(default_server_restored):
+    assert mcp_settings.SERVER_TO_CLIENT_REQUEST_TIMEOUT == 600
+    with override_settings(MCP_SERVER=demo_with(SERVER_TO_CLIENT_REQUEST_TIMEOUT=5, AUTODISCOVER=False)):
+        assert mcp_settings.SERVER_TO_CLIENT_REQUEST_TIMEOUT == 5
+
+
 def test_every_setting_is_covered_here():
     """A new key in DEFAULTS needs a test in this module (and test_stdio for STDIO_*)."""
     covered = {*IDENTITY, "PROTOCOL_VERSION", "EXCEPTION_REPORTER", "AROUND_REQUEST",
                "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
-               "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES"}
+               "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
+               "SERVER_TO_CLIENT_REQUEST_TIMEOUT"}
     assert covered == set(DEFAULTS)
 
 

@@ -17,6 +17,7 @@ from mcp_protocol.content import to_wire
 from . import logging_levels
 from .elicitation import check_requested_schema
 from .errors import ClientCapabilityError, ValidationError
+from .outgoing import DeliveryError
 
 if TYPE_CHECKING:
     from .server import Server
@@ -112,7 +113,10 @@ class ServerContext(Mapping):
                                    related=False))
 
     def notify_elicitation_complete(self, elicitation_id: str) -> Any:
-        """Tell the client a URL-mode elicitation finished (SEP-1036)."""
+        """Tell the client a URL-mode elicitation finished (SEP-1036); not sent (False) to a
+        session whose revision predates URL mode, as its wire has no such notification."""
+        if not _revision_has(self.protocol_version, "elicitation.url"):
+            return self._io(_done(False))
         return self._io(self._send(methods.NOTIFICATIONS_ELICITATION_COMPLETE,
                                    {"elicitationId": elicitation_id}, related=False))
 
@@ -186,8 +190,9 @@ class ServerContext(Mapping):
         ))
 
     def _require(self, method: str, capability: str) -> None:
-        if not client_declares(self.client_capabilities, capability):
-            raise ClientCapabilityError(method, capability)
+        if self.session.requests_refused:
+            raise DeliveryError(f"{method}: {self.session.requests_refused}")
+        require_client_capability(self.client_capabilities, self.protocol_version, method, capability)
 
     async def _send(self, method: str, params: dict, *, related: bool = True) -> bool:
         message = jsonrpc.notification(method, params)
@@ -220,6 +225,30 @@ def _merge_meta(user_context: Any, meta: Any) -> Any:
     if isinstance(user_context, dict):
         return {**user_context, "_meta": meta}
     return user_context
+
+
+# The first revision whose wire carries each of these; an older session is never sent them, even
+# when its client declares the capability (the message would not be valid on its wire).
+_FIRST_REVISION = {
+    "elicitation": "2025-06-18",
+    "elicitation.form": "2025-06-18",
+    "elicitation.url": "2025-11-25",
+    "sampling.tools": "2025-11-25",
+}
+
+
+def _revision_has(protocol_version: str | None, capability: str) -> bool:
+    first = _FIRST_REVISION.get(capability)
+    return first is None or protocol_version is None or protocol_version >= first
+
+
+def require_client_capability(capabilities: dict, protocol_version: str | None, method: str,
+                              capability: str) -> None:
+    """Raise :class:`ClientCapabilityError` unless ``method`` may be sent to this client."""
+    if not _revision_has(protocol_version, capability):
+        raise ClientCapabilityError(method, capability, protocol_version)
+    if not client_declares(capabilities, capability):
+        raise ClientCapabilityError(method, capability)
 
 
 def client_declares(capabilities: dict, path: str) -> bool:

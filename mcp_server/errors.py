@@ -58,13 +58,15 @@ class MissingCapabilityError(MethodNotFoundError):
 class ClientCapabilityError(MCPError):
     """A server-to-client request the client did not declare it can answer."""
 
-    def __init__(self, method: str, capability: str):
+    def __init__(self, method: str, capability: str, protocol_version: str | None = None):
         self.method = method
         self.capability = capability
-        super().__init__(
-            f"{method} needs the client capability {capability!r}, which the client did not declare",
-            code=INTERNAL_ERROR,
-        )
+        # Set when the negotiated revision predates the capability, whatever the client declared.
+        self.protocol_version = protocol_version
+        missing = "which the client did not declare" if protocol_version is None else \
+            f"which protocol revision {protocol_version} does not have"
+        super().__init__(f"{method} needs the client capability {capability!r}, {missing}",
+                         code=INTERNAL_ERROR)
 
 
 class ValidationError(ValueError):

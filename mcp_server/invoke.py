@@ -23,11 +23,18 @@ def _with_fresh_connections(function: Callable, *args: Any, **kwargs: Any) -> An
         close_old_connections()
 
 
+_in_thread = sync_to_async(_with_fresh_connections, thread_sensitive=False)
+
+
+async def run_in_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Run blocking code (ORM queries, say) on a worker thread with fresh connections."""
+    return await _in_thread(function, *args, **kwargs)
+
+
 async def call_user_code(function: Callable, *args: Any, **kwargs: Any) -> Any:
     if is_async_callable(function):
         return await function(*args, **kwargs)
-    thread_call = sync_to_async(_with_fresh_connections, thread_sensitive=False)
-    result = await thread_call(function, *args, **kwargs)
+    result = await _in_thread(function, *args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -371,6 +371,16 @@ class Server:
             methods.NOTIFICATIONS_RESOURCES_LIST_CHANGED, "resources_list_changed"
         )
 
+    def notify_resources_updated(self, uri: str) -> bool:
+        """``notifications/resources/updated`` to every session subscribed to ``uri``."""
+        if self.transport is None:
+            return False
+        try:
+            return bool(self.transport.notify_resource_updated(uri))
+        except Exception as exc:
+            self.report_exception(exc, {"notification": "resources_updated"})
+            return False
+
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> bool:
         """A log message to every session whose level lets it through."""
         if not logging_levels.is_level(level):

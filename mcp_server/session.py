@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation
 
-from .outgoing import PendingRequests
+from .context import require_client_capability
+from .outgoing import DeliveryError, PendingRequests
 
 if TYPE_CHECKING:
     from .server import Server
@@ -31,14 +32,18 @@ class Outbound(Protocol):
 class ServerSession:
     """Client identity, negotiated revision, log level and in-flight requests of one session."""
 
+    # Why requests to the client are impossible on this session (stateless HTTP, say), or None.
+    requests_refused: str | None = None
+
     def __init__(self, server: Server, *, outbound: Outbound | None = None,
                  session_id: str | None = None,
-                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT):
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+                 pending: PendingRequests | None = None):
         self.server = server
         self.outbound = outbound
         self.id = session_id
         self.request_timeout = request_timeout
-        self.pending = PendingRequests()
+        self.pending = pending if pending is not None else PendingRequests()
         self.initialized = False
         self.protocol_version: str | None = None
         self.client_info: dict | None = None
@@ -65,6 +70,15 @@ class ServerSession:
     def client_capabilities(self, capabilities: dict | None) -> None:
         self._client_capabilities = capabilities
 
+    async def set_log_level(self, level: str) -> None:
+        self.log_level = level
+
+    async def subscribe(self, uri: str) -> None:
+        self.subscriptions.add(uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        self.subscriptions.discard(uri)
+
     def begin_request(self, request_id: Any) -> Cancellation | None:
         """Register an in-flight request; None when that id is in flight already."""
         if request_id in self.in_flight:
@@ -85,16 +99,24 @@ class ServerSession:
         """Send to the client; False when there is no transport or delivery failed."""
         if self.outbound is None:
             return False
-        return await self.outbound.send(message, related_request_id=related_request_id)
+        try:
+            return await self.outbound.send(message, related_request_id=related_request_id)
+        except Exception as exc:
+            # A broken stream must not raise into the handler (NOTIF-06): report it and say so.
+            is_notification = "id" not in message
+            self.server.report_exception(
+                exc, {"notification": message.get("method")} if is_notification else {"request": message}
+            )
+            return False
 
     async def request(self, method: str, params: dict | None = None, *,
                       related_request_id: Any = None, timeout: float | None = None,
                       cancellation: Cancellation | None = None) -> Any:
         """Send a request to the client and wait for its result (see :mod:`mcp_server.outgoing`)."""
-        if self.outbound is None:
-            from .outgoing import DeliveryError
-
-            raise DeliveryError(f"{method}: this session has no transport to reach the client")
+        if self.outbound is None or self.requests_refused:
+            raise DeliveryError(
+                f"{method}: {self.requests_refused or 'this session has no transport to reach the client'}"
+            )
         return await self.pending.request(
             self.send, method, params,
             timeout=timeout if timeout is not None else self.request_timeout,
@@ -112,4 +134,7 @@ class ServerSession:
             "ServerContext of the request being served",
             DeprecationWarning, stacklevel=2,
         )
+        # The same check as ServerContext.list_roots (ROOT-02): never ask a client without roots.
+        require_client_capability(self.client_capabilities or {}, self.protocol_version,
+                                  methods.ROOTS_LIST, "roots")
         return await self.request(methods.ROOTS_LIST, timeout=timeout)

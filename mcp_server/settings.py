@@ -47,11 +47,36 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a request to the client (sampling, elicitation, roots, ping) waits for its answer,
     # unless the call passes its own timeout.
     "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 600,
+    # Streamable HTTP (the /mcp endpoint), with the option names of StreamableHTTPTransport.
+    # No session ids and no server-to-client messages; every POST stands alone.
+    "STATELESS": False,
+    # Answer every POST with one JSON object instead of an SSE stream.
+    "ENABLE_JSON_RESPONSE": False,
+    # Hosts and Origins accepted besides loopback; None means Django's ALLOWED_HOSTS.
+    "ALLOWED_HOSTS": None,
+    "ALLOWED_ORIGINS": [],
+    "DNS_REBINDING_PROTECTION": True,
+    # Seconds of inactivity after which a session expires (None: never).
+    "SESSION_IDLE_TIMEOUT": 1800,
+    # Open sessions at most (None: unlimited); a new one past it gets HTTP 503.
+    "MAX_SESSIONS": 10_000,
+    # Dotted path of validator(request, session_id) -> bool, run on every request of a session.
+    "SESSION_REQUEST_VALIDATOR": None,
+    "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
+    "MAX_JSON_DEPTH": 64,
+    # Seconds between keepalive comments on listening streams.
+    "KEEPALIVE_INTERVAL": 30,
+    # Seconds stored SSE events are kept for clients that resume a stream.
+    "EVENT_RETENTION": 3600,
+    # Redis for the state every process must share (which process holds which stream); None
+    # keeps it in process memory, right for one process only.
+    "REDIS_URL": None,
     # stdio: the longest accepted line; a longer one closes the connection.
     "STDIO_MAX_LINE_BYTES": 4 * 1024 * 1024,
 }
 
-_DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS")
+_DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
+           "SESSION_REQUEST_VALIDATOR")
 
 
 class MCPSettings:

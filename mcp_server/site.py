@@ -51,6 +51,38 @@ def build_server() -> Server:
     )
 
 
+_transport: Any = None
+
+
+def get_transport() -> Any:
+    """The Streamable HTTP transport of the default server, built from ``MCP_SERVER``."""
+    global _transport
+    server = get_server()
+    if _transport is None or _transport.server is not server:
+        with _lock:
+            if _transport is None or _transport.server is not server:
+                _transport = build_transport(server)
+    return _transport
+
+
+def build_transport(server: Server) -> Any:
+    from .http import StreamableHTTPTransport
+    from .http.shared_state import LocalState, RedisState
+
+    s = mcp_settings
+    return StreamableHTTPTransport(
+        server, stateless=s.STATELESS, enable_json_response=s.ENABLE_JSON_RESPONSE,
+        allowed_hosts=s.ALLOWED_HOSTS, allowed_origins=s.ALLOWED_ORIGINS,
+        dns_rebinding_protection=s.DNS_REBINDING_PROTECTION,
+        session_idle_timeout=s.SESSION_IDLE_TIMEOUT, max_sessions=s.MAX_SESSIONS,
+        session_request_validator=s.SESSION_REQUEST_VALIDATOR,
+        max_request_bytes=s.MAX_REQUEST_BYTES, max_json_depth=s.MAX_JSON_DEPTH,
+        server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
+        keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
+        shared_state=RedisState(s.REDIS_URL) if s.REDIS_URL else LocalState(),
+    )
+
+
 def reset() -> None:
     """Forget the default server (after settings change).
 

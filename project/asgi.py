@@ -1,4 +1,8 @@
-"""ASGI entry point of the demo project (daphne serves it)."""
+"""ASGI entry point of the demo project (daphne serves it).
+
+``/mcp`` is routed here, at the ASGI layer, straight to the MCP endpoint: it never goes through
+Django's request handler or middleware. Everything else is the Django site (admin).
+"""
 
 import os
 
@@ -7,6 +11,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_application = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs Django set up first
+# Imported after Django is set up.
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_application})
+from mcp_server.asgi import streamable_http_app  # noqa: E402
+
+application = ProtocolTypeRouter({
+    "http": URLRouter([
+        path("mcp", streamable_http_app()),
+        re_path(r"", django_application),
+    ]),
+})

@@ -62,6 +62,9 @@ DATABASES = {
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so test servers in other processes see the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL")
@@ -69,7 +72,8 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # A process channel carries every cancel, answer and delivery for that process.
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 10_000},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -89,6 +93,7 @@ MCP_SERVER = {
     "TITLE": "Django MCP demo",
     "VERSION": "0.1.0",
     "INSTRUCTIONS": "A small demo server: echo, add, a greeting prompt and a few resources.",
+    "REDIS_URL": REDIS_URL,
     "CAPABILITIES": {
         "tools": {"listChanged": True},
         "prompts": {"listChanged": True},

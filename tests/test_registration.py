@@ -98,7 +98,8 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
     with StdioServer(env={"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}) as server:
         server.initialize()
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
-        assert names == ["echo", "add", "slow_count", "confirm_action", "sleepy", "announce"]
+        assert names == ["echo", "add", "slow_count", "confirm_action", "sleepy", "announce",
+                         "ask_client", "log_every_level", "wait_for_cancel"]
         assert server.close() == 0
 
 
@@ -290,12 +291,53 @@ def test_server_to_client_request_timeout_setting(default_server_restored):
         assert mcp_settings.SERVER_TO_CLIENT_REQUEST_TIMEOUT == 5
 
 
+HTTP_SETTINGS = {
+    "STATELESS": ("stateless", True),
+    "ENABLE_JSON_RESPONSE": ("enable_json_response", True),
+    "ALLOWED_HOSTS": ("allowed_hosts", ["mcp.example.com"]),
+    "ALLOWED_ORIGINS": ("allowed_origins", ["https://app.example.com"]),
+    "DNS_REBINDING_PROTECTION": ("dns_rebinding_protection", False),
+    "SESSION_IDLE_TIMEOUT": ("session_idle_timeout", 60),
+    "MAX_SESSIONS": ("max_sessions", 5),
+    "MAX_REQUEST_BYTES": ("max_request_bytes", 1024),
+    "MAX_JSON_DEPTH": ("max_json_depth", 8),
+    "KEEPALIVE_INTERVAL": ("keepalive_interval", 5),
+    "EVENT_RETENTION": ("event_retention", 120),
+}
+
+
+def allow_everything(request, session_id):
+    return True
+
+
+def test_http_settings_shape_the_default_transport(default_server_restored):
+    from mcp_server.http.shared_state import LocalState, RedisState
+    from mcp_server.site import get_transport
+
+    assert get_transport().allowed_hosts == list(settings.ALLOWED_HOSTS)
+    values = {key: value for key, (_attribute, value) in HTTP_SETTINGS.items()}
+    with override_settings(MCP_SERVER=demo_with(
+        **values, SESSION_REQUEST_VALIDATOR=f"{HERE}.allow_everything", REDIS_URL="redis://127.0.0.1:6379/9",
+        SERVER_TO_CLIENT_REQUEST_TIMEOUT=7, AUTODISCOVER=False,
+    )):
+        transport = get_transport()
+        assert transport.server is get_server()
+        for key, (attribute, value) in HTTP_SETTINGS.items():
+            assert getattr(transport, attribute) == value, key
+        assert transport.session_request_validator is allow_everything
+        assert transport.server_to_client_request_timeout == 7
+        assert isinstance(transport.state, RedisState)
+    assert isinstance(get_transport().state, LocalState if not settings.MCP_SERVER.get("REDIS_URL")
+                      else RedisState)
+
+
 def test_every_setting_is_covered_here():
     """A new key in DEFAULTS needs a test in this module (and test_stdio for STDIO_*)."""
     covered = {*IDENTITY, "PROTOCOL_VERSION", "EXCEPTION_REPORTER", "AROUND_REQUEST",
                "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
-               "SERVER_TO_CLIENT_REQUEST_TIMEOUT"}
+               "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
+               "REDIS_URL"}
     assert covered == set(DEFAULTS)
 
 

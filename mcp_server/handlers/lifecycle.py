@@ -60,5 +60,5 @@ async def set_level(ctx: ServerContext) -> dict:
             f"Invalid params: level must be one of {', '.join(logging_levels.LEVELS)}",
             data={"level": level},
         )
-    ctx.session.log_level = level
+    await ctx.session.set_log_level(level)
     return {}

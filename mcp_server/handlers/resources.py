@@ -84,9 +84,9 @@ async def _subscription(ctx: ServerContext, method: str, handler: Any, *, add: b
     uri = required_string(params, "uri", method)
     ctx.instrumentation["resource_uri"] = uri
     if add:
-        ctx.session.subscriptions.add(uri)
+        await ctx.session.subscribe(uri)
     else:
-        ctx.session.subscriptions.discard(uri)
+        await ctx.session.unsubscribe(uri)
     returned = await call_with_params(handler, params, ctx) if handler is not None else None
     # Only _meta of what the handler returns reaches the wire.
     if isinstance(returned, dict) and isinstance(returned.get("_meta"), dict):

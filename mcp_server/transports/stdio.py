@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import IO, TYPE_CHECKING, Any
 
-from mcp_protocol import jsonrpc
+from mcp_protocol import jsonrpc, methods
 
 from .. import logging_levels
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
@@ -144,6 +144,11 @@ class StdioTransport:
 
     async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
         return self.send_message(message)
+
+    def notify_resource_updated(self, uri: str) -> bool:
+        if uri not in self.session.subscriptions:
+            return False
+        return self.send_message(jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri}))
 
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
         if level is not None and not logging_levels.passes(level, self.session.log_level):

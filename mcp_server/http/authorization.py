@@ -1,0 +1,40 @@
+"""Which session a request names, and whether its sender may use it."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+from .checks import Request
+from .errors import HTTPError
+from .session_store import SessionRecord
+
+if TYPE_CHECKING:
+    from .transport import StreamableHTTPTransport
+
+
+async def session_of(transport: StreamableHTTPTransport, request: Request) -> SessionRecord:
+    session_id = request.header("mcp-session-id")
+    if not session_id:
+        raise HTTPError(400, "Bad Request: Missing session ID (the Mcp-Session-Id header)")
+    record = await transport.sessions.load(session_id)
+    if record is None:
+        raise HTTPError(404, "Session not found")
+    return record
+
+
+async def authorize(transport: StreamableHTTPTransport, request: Request,
+                    record: SessionRecord) -> None:
+    """A session belongs to the user who opened it, keeps its Origin, and passes the validator."""
+    if record.owner_id is not None and (request.user is None or request.user.pk != record.owner_id):
+        raise HTTPError(403, "Forbidden: this session belongs to another user")
+    origin = request.header("origin")
+    if record.origin and origin and origin != record.origin:
+        raise HTTPError(403, "Forbidden: the Origin differs from the one that opened the session")
+    validator = transport.session_request_validator
+    if validator is not None:
+        allowed = validator(request, record.id)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if not allowed:
+            raise HTTPError(403, "Forbidden: the session request validator refused this request")

@@ -1,0 +1,107 @@
+"""Checks of an HTTP request before any JSON-RPC is read: host, origin, media types, version."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.http.request import split_domain_port, validate_host
+
+from mcp_protocol import versions
+
+from .errors import HTTPError
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class Request:
+    """The parts of an ASGI HTTP scope the transport reads (header names in lower case)."""
+
+    __slots__ = ("client", "headers", "method", "path", "scheme", "scope", "user")
+
+    def __init__(self, scope: dict):
+        self.scope = scope
+        self.method: str = scope["method"]
+        self.path: str = scope.get("path", "")
+        self.scheme: str = scope.get("scheme", "http")
+        self.client = scope.get("client")
+        headers: dict[str, str] = {}
+        for name, value in scope.get("headers", ()):
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        self.headers = headers
+        user = scope.get("user")
+        self.user = user if user is not None and getattr(user, "is_authenticated", False) else None
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+
+def check_host_and_origin(request: Request, allowed_hosts: list[str],
+                          allowed_origins: list[str]) -> None:
+    """DNS-rebinding protection: a known Host, and an Origin of the same site or allowed."""
+    host = request.header("host")
+    if host is not None:
+        domain, _port = split_domain_port(host)  # lower case; "[::1]" keeps its brackets
+        allowed = domain in LOOPBACK_HOSTS or host in allowed_hosts or (
+            domain and validate_host(domain, allowed_hosts)
+        )
+        if not allowed:
+            raise HTTPError(403, "Invalid Host header")
+    origin = request.header("origin")
+    if origin is None or origin in allowed_origins:
+        return
+    if host is None or not same_origin(origin, request.scheme, host):
+        raise HTTPError(403, "Invalid Origin header")
+
+
+def same_origin(origin: str, scheme: str, host: str) -> bool:
+    parts = urlsplit(origin.lower())
+    if not parts.scheme or not parts.hostname:
+        return False
+    origin_port = parts.port or DEFAULT_PORTS.get(parts.scheme)
+    target = urlsplit(f"{scheme}://{host.lower()}")
+    target_port = target.port or DEFAULT_PORTS.get(scheme)
+    return (parts.scheme, parts.hostname, origin_port) == (scheme, target.hostname, target_port)
+
+
+def _media_types(value: str | None) -> list[str]:
+    if not value:
+        return []
+    return [part.split(";", 1)[0].strip().lower() for part in value.split(",")]
+
+
+def check_post_accept(request: Request, json_only: bool) -> None:
+    accepted = _media_types(request.header("accept"))
+    wildcard = "*/*" in accepted
+    needs = ["application/json"] if json_only else ["application/json", "text/event-stream"]
+    if not wildcard and any(media not in accepted for media in needs):
+        raise HTTPError(
+            406, f"Not Acceptable: the Accept header must include {' and '.join(needs)}"
+        )
+
+
+def check_get_accept(request: Request) -> None:
+    if "text/event-stream" not in _media_types(request.header("accept")):
+        raise HTTPError(406, "Not Acceptable: the Accept header must include text/event-stream")
+
+
+def check_content_type(request: Request) -> None:
+    types = _media_types(request.header("content-type"))
+    if types[:1] != ["application/json"]:
+        raise HTTPError(415, "Unsupported Media Type: the Content-Type must be application/json")
+
+
+def check_protocol_version(request: Request) -> str:
+    """The revision a request speaks, from its MCP-Protocol-Version header."""
+    version = request.header("mcp-protocol-version")
+    if version is None:
+        return versions.DEFAULT_NEGOTIATED_VERSION
+    if not versions.is_handshake_version(version):
+        supported = ", ".join(versions.HANDSHAKE_VERSIONS)
+        raise HTTPError(
+            400, f"Bad Request: unsupported MCP-Protocol-Version {version!r} (supported: {supported})",
+            data={"supported": list(versions.HANDSHAKE_VERSIONS), "requested": version},
+        )
+    return version

@@ -1,0 +1,118 @@
+"""The ASGI side of the endpoint: one consumer instance per HTTP request.
+
+It subclasses Channels' ``AsyncHttpConsumer`` for its response helpers but runs its own
+``__call__``: a stream outlives the request body, the consumer must see ``http.disconnect`` while
+a stream is open, and inter-process messages go to one channel per process (see ``runtime.py``)
+rather than a channel per request, which would cost the channel layer a round trip each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from channels.generic.http import AsyncHttpConsumer
+
+from mcp_protocol import jsonrpc
+
+from .checks import Request, check_host_and_origin
+from .errors import HTTPError, internal_error
+from .get import handle_delete, handle_get
+from .post import handle_post
+
+if TYPE_CHECKING:
+    from .transport import StreamableHTTPTransport
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+ALLOWED_METHODS = b"GET, POST, DELETE"
+VERBS = {"POST": handle_post, "GET": handle_get, "DELETE": handle_delete}
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+class StreamableHTTPConsumer(AsyncHttpConsumer):
+    def __init__(self, transport: StreamableHTTPTransport):
+        super().__init__()
+        self.transport = transport
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"the MCP endpoint serves HTTP, not {scope['type']}")
+        self.scope = scope
+        self.base_send = send
+        self.receive = receive
+        request = Request(scope)
+        try:
+            await self.transport.ensure_runtime()
+            if self.transport.dns_rebinding_protection:
+                check_host_and_origin(request, self.transport.allowed_hosts,
+                                      self.transport.allowed_origins)
+            handler = VERBS.get(request.method)
+            if handler is None:
+                raise HTTPError(405, f"Method not allowed: {request.method}",
+                                headers=[(b"allow", ALLOWED_METHODS)])
+            await handler(self, request)
+        except ClientGone:
+            return
+        except HTTPError as error:
+            await self.reply_error(error)
+        except Exception as exc:
+            self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
+            await self.reply_error(internal_error())
+
+    # Responses -------------------------------------------------------------------------------
+    async def reply(self, status: int, body: bytes = b"",
+                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await self.send_response(status, body, headers=list(headers or []))
+
+    async def reply_json(self, status: int, message: Any,
+                         headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await self.reply(status, jsonrpc.encode(message).encode("utf-8"),
+                         JSON_HEADERS + list(headers or []))
+
+    async def reply_error(self, error: HTTPError) -> None:
+        await self.reply(error.status, error.body(), JSON_HEADERS + error.headers)
+
+    # Reading ---------------------------------------------------------------------------------
+    async def read_body(self, request: Request) -> bytes:
+        """The whole body, refused with 413 past ``max_request_bytes`` (before reading, if
+        Content-Length says so, else as soon as the chunks pass the limit)."""
+        limit = self.transport.max_request_bytes
+        declared = request.header("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HTTPError(413, f"Payload Too Large: the body exceeds {limit} bytes")
+        chunks, size = [], 0
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HTTPError(413, f"Payload Too Large: the body exceeds {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    async def until_disconnect(self, on_disconnect: Callable[[], Any]) -> None:
+        """Wait for the client to go away (run as a task while a stream is open)."""
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                on_disconnect()
+                return
+
+    async def while_connected(self, work: Awaitable[Any], on_disconnect: Callable[[], Any]) -> Any:
+        """Run ``work``; if the client disconnects meanwhile, ``on_disconnect`` is called and
+        ``work`` goes on (a request is not cancelled by a dropped connection)."""
+        watcher = asyncio.create_task(self.until_disconnect(on_disconnect))
+        try:
+            return await work
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher

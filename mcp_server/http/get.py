@@ -1,0 +1,71 @@
+"""GET opens a listening stream (or resumes one with Last-Event-ID); DELETE ends a session."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from .authorization import authorize, session_of
+from .checks import Request, check_get_accept, check_protocol_version
+from .errors import HTTPError
+from .event_store import GET_STREAM, parse_event_id
+from .listen import ListenStream
+from .sse import SSEResponse
+
+if TYPE_CHECKING:
+    from .consumer import StreamableHTTPConsumer
+
+
+async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None:
+    transport = consumer.transport
+    if transport.stateless:
+        raise HTTPError(405, "Method not allowed: a stateless server has no listening stream",
+                        headers=[(b"allow", b"POST")])
+    check_get_accept(request)
+    record = await session_of(transport, request)
+    await authorize(transport, request, record)
+    check_protocol_version(request)
+
+    stream, after, final_id = GET_STREAM, None, None
+    last_event_id = request.header("last-event-id")
+    if last_event_id:
+        parsed = parse_event_id(last_event_id)
+        if parsed is None:
+            raise HTTPError(400, f"Bad Request: unknown Last-Event-ID {last_event_id!r}")
+        stream, after = parsed
+        final_id = _request_id_of(stream)
+
+    token = uuid.uuid4().hex
+    if not await transport.claim_stream(record.id, stream, token):
+        raise HTTPError(409, "Conflict: this session's stream is already open elsewhere")
+    runtime = transport.runtime
+    listener = ListenStream(transport, record.id, stream, SSEResponse(consumer.base_send), token, final_id)
+    runtime.streams[(record.id, stream)] = listener
+    try:
+        await listener.sse.comment("stream open")  # headers now, so the client knows it is live
+        await consumer.while_connected(listener.run(after), listener.disconnected)
+    finally:
+        if runtime.streams.get((record.id, stream)) is listener:
+            del runtime.streams[(record.id, stream)]
+        await transport.release_stream(record.id, stream, token)
+        await listener.sse.finish()
+
+
+def _request_id_of(stream: str) -> object:
+    """The request id of a ``post:`` stream (its response ends a resumed stream)."""
+    if not stream.startswith("post:"):
+        return None
+    kind, value = stream[5:6], stream[6:]
+    return int(value) if kind == "i" and value.lstrip("-").isdigit() else value
+
+
+async def handle_delete(consumer: StreamableHTTPConsumer, request: Request) -> None:
+    transport = consumer.transport
+    if transport.stateless:
+        await consumer.reply_json(200, {"success": True})
+        return
+    record = await session_of(transport, request)
+    await authorize(transport, request, record)
+    await transport.sessions.delete(record.id)
+    await transport.close_session(record.id)
+    await consumer.reply_json(200, {"success": True})

@@ -1,0 +1,82 @@
+"""A stream the client listens on: the session's GET stream, or a POST stream it resumed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from mcp_protocol import jsonrpc
+
+from .. import logging_levels
+from .event_store import event_id
+from .sse import SSEResponse
+
+if TYPE_CHECKING:
+    from .transport import StreamableHTTPTransport
+
+
+class ListenStream:
+    """Writes events handed to this process for one stream, after replaying what was missed."""
+
+    def __init__(self, transport: StreamableHTTPTransport, session_id: str, stream: str,
+                 sse: SSEResponse, token: str, final_id: object = None):
+        self.transport = transport
+        self.session_id = session_id
+        self.stream = stream
+        self.sse = sse
+        self.token = token
+        # For a resumed POST stream: the id of its request, whose response ends the stream.
+        self.final_id = final_id
+        self._queue: asyncio.Queue[tuple[int, dict, str] | None] = asyncio.Queue()
+        self._last = 0
+        self._done = False
+
+    def push(self, sequence: int, message: dict, level: str = "") -> None:
+        self._queue.put_nowait((sequence, message, level))
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def run(self, after: int | None) -> None:
+        """Replay the events after ``after`` (if resuming), then write live ones until closed."""
+        if after is not None:
+            self._last = after
+            for sequence, message, level in await self.transport.events.replay(
+                self.session_id, self.stream, after
+            ):
+                if not await self._write(sequence, message, level) or self._done:
+                    return
+        interval = self.transport.keepalive_interval
+        while not self._done and not self.sse.closed:
+            try:
+                item = await asyncio.wait_for(self._queue.get(), interval)
+            except TimeoutError:
+                if not await self.sse.comment("keepalive"):
+                    return
+                await self.transport.renew_stream(self.session_id, self.stream, self.token)
+                continue
+            if item is None:
+                return
+            if not await self._write(*item):
+                return
+
+    async def _write(self, sequence: int, message: dict, level: str) -> bool:
+        if sequence <= self._last:
+            return True  # replayed already
+        self._last = sequence
+        if level and not await self._level_passes(level):
+            return True
+        written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))
+        if self.final_id is not None and message.get("id") == self.final_id and "method" not in message:
+            self._done = True
+        return written
+
+    async def _level_passes(self, level: str) -> bool:
+        record = await self.transport.sessions.peek(self.session_id)
+        return record is not None and logging_levels.passes(level, record.log_level or None)
+
+    def disconnected(self) -> None:
+        self.sse.disconnected()
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(None)

@@ -1,0 +1,173 @@
+"""POST: one JSON-RPC message, answered as JSON, as an SSE stream, or with 202."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp_protocol import jsonrpc, methods
+from mcp_protocol.errors import INVALID_REQUEST, PARSE_ERROR
+
+from ..session import ServerSession
+from .authorization import authorize, session_of
+from .checks import Request, check_content_type, check_post_accept, check_protocol_version
+from .errors import HTTPError
+from .event_store import event_id, post_stream
+from .session import DroppingOutbound, HTTPServerSession, PostOutbound
+from .session_store import SessionRecord
+from .sse import SSEResponse
+
+if TYPE_CHECKING:
+    from .consumer import StreamableHTTPConsumer
+
+SESSION_HEADER = b"mcp-session-id"
+
+
+async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> None:
+    transport = consumer.transport
+    check_content_type(request)
+    check_post_accept(request, json_only=transport.enable_json_response or transport.stateless)
+    body = await consumer.read_body(request)
+    incoming = _decode(body, transport.max_json_depth)
+    if incoming.kind == "invalid":
+        raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
+                        request_id=incoming.id)
+    if transport.stateless:
+        await _stateless(consumer, incoming)
+    elif incoming.kind == "request" and incoming.method == methods.INITIALIZE:
+        await _initialize(consumer, request, incoming)
+    else:
+        await _in_session(consumer, request, incoming)
+
+
+def _decode(body: bytes, max_depth: int) -> jsonrpc.Incoming:
+    if jsonrpc.json_depth_exceeds(body, max_depth):
+        raise HTTPError(400, f"Parse error: JSON nested deeper than {max_depth} levels", code=PARSE_ERROR)
+    try:
+        payload = jsonrpc.decode(body)
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPError(400, "Parse error: Invalid JSON", code=PARSE_ERROR) from None
+    if isinstance(payload, list):
+        raise HTTPError(400, "JSON-RPC body must be a single request object", code=INVALID_REQUEST)
+    return jsonrpc.classify(payload)
+
+
+async def _stateless(consumer: StreamableHTTPConsumer, incoming: jsonrpc.Incoming) -> None:
+    """Every POST runs against a new, empty session: nothing leaks from one to the next."""
+    server = consumer.transport.server
+    session = ServerSession(server, outbound=DroppingOutbound())
+    session.requests_refused = "Stateless mode does not support server-to-client requests"
+    answer = await server.handle_async(incoming.message, session)
+    if answer is None:
+        await consumer.reply(202)
+    else:
+        await consumer.reply_json(200, answer)
+
+
+async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
+                      incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
+    if request.header("mcp-session-id"):
+        # A live session cannot be initialized again; an unknown one is simply gone.
+        if await transport.sessions.load(request.header("mcp-session-id")) is None:
+            raise HTTPError(404, "Session not found")
+        raise HTTPError(400, "Invalid Request: Server already initialized", request_id=incoming.id)
+    await _check_capacity(transport)
+    session = ServerSession(transport.server, outbound=DroppingOutbound())
+    answer = await transport.server.handle_async(incoming.message, session)
+    if answer is None or "error" in answer:
+        # A failed initialize keeps nothing and names no session.
+        await consumer.reply_json(200, answer) if answer is not None else await consumer.reply(202)
+        return
+    record = SessionRecord.new(
+        protocol_version=session.protocol_version, client_info=session.client_info or {},
+        client_capabilities=session.client_capabilities or {},
+        owner_id=request.user.pk if request.user is not None else None,
+        origin=request.header("origin") or "",
+    )
+    await transport.sessions.create(record)
+    await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
+
+
+async def _check_capacity(transport: Any) -> None:
+    if transport.max_sessions is None:
+        return
+    if await transport.sessions.count() >= transport.max_sessions:
+        await transport.reap()  # expired sessions go first
+        if await transport.sessions.count() >= transport.max_sessions:
+            raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
+
+
+async def _in_session(consumer: StreamableHTTPConsumer, request: Request,
+                      incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
+    record = await session_of(transport, request)
+    await authorize(transport, request, record)
+    check_protocol_version(request)
+    if incoming.kind == "response":
+        await transport.route_response(record.id, incoming.message)
+        await consumer.reply(202)
+    elif incoming.kind == "notification":
+        await _notification(consumer, record, incoming)
+        await consumer.reply(202)
+    else:
+        await _request(consumer, record, incoming)
+
+
+async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
+                        incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
+    params = incoming.params if isinstance(incoming.params, dict) else {}
+    if incoming.method == methods.NOTIFICATIONS_CANCELLED:
+        # The request may run in any process: send the cancel where it runs.
+        await transport.route_cancel(record.id, params.get("requestId"), params.get("reason"))
+        return
+    session = HTTPServerSession(transport, record, DroppingOutbound())
+    await transport.server.handle_async(incoming.message, session)
+
+
+async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
+                   incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
+    if not await transport.claim_request(record.id, incoming.id):
+        raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
+                        request_id=incoming.id)
+    try:
+        if transport.enable_json_response:
+            await _json_response(consumer, record, incoming)
+        else:
+            await _sse_response(consumer, record, incoming)
+    finally:
+        await transport.release_request(record.id, incoming.id)
+
+
+async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
+                         incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
+    session = HTTPServerSession(transport, record, PostOutbound(transport, record, incoming.id, None))
+    session.requests_refused = "JSON response mode does not support server-to-client requests"
+    answer = await transport.server.handle_async(incoming.message, session)
+    if answer is None:
+        await consumer.reply(202)  # cancelled: no response
+    else:
+        await consumer.reply_json(200, answer)
+
+
+async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
+                        incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
+    sse = SSEResponse(consumer.base_send)
+    outbound = PostOutbound(transport, record, incoming.id, sse)
+    session = HTTPServerSession(transport, record, outbound)
+    if record.protocol_version >= "2025-11-25":
+        # An event id before anything else lets the client resume this stream (SEP-1699).
+        await sse.event("", event_id(post_stream(incoming.id), 0))
+    answer = await consumer.while_connected(
+        transport.server.handle_async(incoming.message, session), sse.disconnected
+    )
+    if answer is not None:
+        await outbound.write(answer)
+    if not sse.started:
+        await consumer.reply(202)
+    else:
+        await sse.finish()
+

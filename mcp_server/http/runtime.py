@@ -1,0 +1,157 @@
+"""What one process knows and how processes tell each other things.
+
+Each process has one channel on the channel layer and belongs to the group of every process.
+Which process holds a session's listening stream, serves an in-flight request, or waits for the
+client's answer to a request is kept in the shared state, pointing at that process's channel.
+
+| message on the layer | to | effect |
+| --- | --- | --- |
+| ``mcp.cancel`` | the process serving the request | flips the request's cancellation |
+| ``mcp.response`` | the process waiting for the answer | wakes the waiting handler |
+| ``mcp.deliver`` | the process holding the session's stream | writes the event on it |
+| ``mcp.broadcast`` | every process (group) | writes the event on every local stream |
+| ``mcp.close`` | every process (group) | ends the session's local streams and requests |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from channels.layers import get_channel_layer
+
+from mcp_protocol.cancellation import Cancellation
+
+from ..outgoing import PendingRequests
+from .event_store import GET_STREAM
+
+if TYPE_CHECKING:
+    from .listen import ListenStream
+    from .transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.http")
+
+RUNTIME_GROUP = "mcp.runtime"
+# Channels expires group membership after a day; rejoin well before.
+GROUP_REJOIN_INTERVAL = 3600.0
+
+
+class Runtime:
+    """The per-process part of a transport: started lazily on the first request."""
+
+    def __init__(self, transport: StreamableHTTPTransport):
+        self.transport = transport
+        self.layer = get_channel_layer()
+        self.channel: str | None = None
+        self.pending = PendingRequests()
+        self.in_flight: dict[tuple[str, str], Cancellation] = {}
+        # (session id, stream name) -> the stream this process writes for it.
+        self.streams: dict[tuple[str, str], ListenStream] = {}
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def channel_key(self) -> str:
+        """What the shared state records for "this process" (a channel, or this process alone)."""
+        return self.channel or "local"
+
+    async def start(self) -> None:
+        if self.layer is not None:
+            self.channel = await self.layer.new_channel("mcp.process.")
+            await self.layer.group_add(RUNTIME_GROUP, self.channel)
+            self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name="mcp-housekeeping"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self.layer is not None and self.channel is not None:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(RUNTIME_GROUP, self.channel)
+
+    # Sending to the process that holds something ---------------------------------------------
+    async def send_to(self, channel: str | None, message: dict) -> None:
+        """Deliver ``message`` to the process owning ``channel`` (this one included)."""
+        if channel is None:
+            return
+        if channel == self.channel_key:
+            await self._handle(message)
+        elif self.layer is not None:
+            await self.layer.send(channel, message)
+
+    async def send_to_all(self, message: dict) -> None:
+        if self.layer is None:
+            await self._handle(message)
+        else:
+            await self.layer.group_send(RUNTIME_GROUP, message)
+
+    # Receiving -------------------------------------------------------------------------------
+    async def _receive_forever(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("receiving from the channel layer failed; retrying")
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await self._handle(message)
+            except Exception as exc:
+                self.transport.server.report_exception(exc, {"channel_message": message.get("type")})
+
+    async def _handle(self, message: dict) -> None:
+        kind = message.get("type")
+        session_id = message.get("session_id")
+        if kind == "mcp.cancel":
+            cancellation = self.in_flight.get((session_id, message["request_key"]))
+            if cancellation is not None:
+                cancellation.cancel(message.get("reason"))
+        elif kind == "mcp.response":
+            self.pending.resolve(message["message"])
+        elif kind == "mcp.deliver":
+            stream = self.streams.get((session_id, message["stream"]))
+            if stream is not None:
+                stream.push(message["sequence"], message["message"], message.get("level", ""))
+        elif kind == "mcp.broadcast":
+            for (_session, name), stream in list(self.streams.items()):
+                if name == GET_STREAM:
+                    stream.push(message["sequence"], message["message"], message.get("level", ""))
+        elif kind == "mcp.close":
+            self._close_locally(session_id)
+
+    def _close_locally(self, session_id: str) -> None:
+        """End the session's streams here and stop its requests (they then send nothing)."""
+        for key, stream in list(self.streams.items()):
+            if key[0] == session_id:
+                stream.close()
+        for (owner, _key), cancellation in list(self.in_flight.items()):
+            if owner == session_id:
+                cancellation.cancel("session closed")
+
+    # Housekeeping ----------------------------------------------------------------------------
+    async def _housekeeping(self) -> None:
+        transport = self.transport
+        last_reap = last_join = time.monotonic()
+        while True:
+            await asyncio.sleep(transport.activity_flush_interval)
+            try:
+                await transport.sessions.flush_activity()
+                now = time.monotonic()
+                if now - last_reap >= transport.reap_interval:
+                    last_reap = now
+                    await transport.reap()
+                if self.layer is not None and now - last_join >= GROUP_REJOIN_INTERVAL:
+                    last_join = now
+                    await self.layer.group_add(RUNTIME_GROUP, self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                transport.server.report_exception(exc, {"housekeeping": "sessions"})

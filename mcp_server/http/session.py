@@ -1,0 +1,112 @@
+"""A session served over Streamable HTTP: its state in the database, its streams anywhere."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp_protocol import jsonrpc
+
+from ..outgoing import DeliveryError
+from ..session import ServerSession
+from .event_store import GET_STREAM, event_id, post_stream
+from .session_store import SessionRecord
+from .sse import SSEResponse
+
+if TYPE_CHECKING:
+    from .transport import StreamableHTTPTransport
+
+
+def request_key(request_id: Any) -> str:
+    """A request id as a key: the id 5 and the id "5" are different requests."""
+    return post_stream(request_id).removeprefix("post:")
+
+
+class HTTPServerSession(ServerSession):
+    """One request's view of a stored session; what it changes is written back."""
+
+    def __init__(self, transport: StreamableHTTPTransport, record: SessionRecord,
+                 outbound: Any):
+        super().__init__(
+            transport.server, outbound=outbound, session_id=record.id,
+            request_timeout=transport.server_to_client_request_timeout,
+            pending=transport.runtime.pending,
+        )
+        self.transport = transport
+        self.record = record
+        self.initialized = True
+        self.protocol_version = record.protocol_version
+        self.client_info = record.client_info
+        self.client_capabilities = record.client_capabilities
+        self.log_level = record.log_level or None
+
+    async def set_log_level(self, level: str) -> None:
+        self.log_level = level
+        await self.transport.sessions.update(self.record, log_level=level)
+
+    async def subscribe(self, uri: str) -> None:
+        await self.transport.subscriptions.add(self.record.id, uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        await self.transport.subscriptions.remove(self.record.id, uri)
+
+    # In-flight requests are known to the whole process, so a cancel routed here finds them.
+    def begin_request(self, request_id: Any):  # type: ignore[override]
+        cancellation = super().begin_request(request_id)
+        if cancellation is not None:
+            self.transport.runtime.in_flight[(self.record.id, request_key(request_id))] = cancellation
+        return cancellation
+
+    def end_request(self, request_id: Any, cancellation: Any) -> None:
+        super().end_request(request_id, cancellation)
+        self.transport.runtime.in_flight.pop((self.record.id, request_key(request_id)), None)
+
+
+class PostOutbound:
+    """Where a session's messages go while one POST is served.
+
+    Messages of that request go on its SSE stream (stored first, so the stream can be resumed);
+    when the client has gone they are stored for a resumed stream. Other messages go to the
+    session's listening stream, wherever it is held. In JSON-response mode the request's
+    notifications are dropped and requests to the client are refused.
+    """
+
+    def __init__(self, transport: StreamableHTTPTransport, record: SessionRecord, request_id: Any,
+                 sse: SSEResponse | None):
+        self.transport = transport
+        self.record = record
+        self.request_id = request_id
+        self.sse = sse
+        self.stream = post_stream(request_id)
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
+        if related_request_id is None or related_request_id != self.request_id:
+            return await self.transport.deliver(self.record.id, GET_STREAM, message)
+        is_request = "id" in message and "method" in message
+        if self.sse is None:
+            if is_request:
+                raise DeliveryError(
+                    "JSON response mode does not support server-to-client requests"
+                )
+            return False
+        if is_request:
+            await self.transport.expect_answer(self.record.id, message["id"])
+        return await self.write(message)
+
+    async def write(self, message: dict) -> bool:
+        """Store the message, then write it here, or leave it for a resumed stream."""
+        if self.sse.closed:
+            return await self.transport.deliver(self.record.id, self.stream, message)
+        sequence = await self.transport.events.append(self.record.id, self.stream, message)
+        if await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence)):
+            return True
+        await self.transport.hand_over(self.record.id, self.stream, sequence, message)
+        return False
+
+
+class DroppingOutbound:
+    """Stateless mode: nothing reaches the client but the response."""
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
+        if "id" in message and "method" in message:
+            raise DeliveryError("Stateless mode does not support server-to-client requests")
+        return False

@@ -1,0 +1,179 @@
+"""Sessions as database rows, read through the shared state so a known session costs no query.
+
+Activity is recorded in memory and written in batches (``flush_activity``); the shared-state
+entry's time to live is the idle timeout, renewed by every request, so an idle session expires
+everywhere at once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from ..invoke import run_in_thread
+from .shared_state import SharedState
+
+# How long a session lives in the shared state when it never expires on its own.
+NO_EXPIRY_CACHE_TTL = 24 * 3600.0
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    protocol_version: str
+    client_info: dict = field(default_factory=dict)
+    client_capabilities: dict = field(default_factory=dict)
+    log_level: str = ""
+    owner_id: Any = None
+    origin: str = ""
+
+    @classmethod
+    def new(cls, **fields: Any) -> SessionRecord:
+        return cls(id=uuid.uuid4().hex, **fields)
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str) -> SessionRecord:
+        return cls(**json.loads(text))
+
+
+class SessionStore:
+    def __init__(self, state: SharedState, idle_timeout: float | None):
+        self.state = state
+        self.idle_timeout = idle_timeout
+        self._touched: set[str] = set()
+
+    @property
+    def _ttl(self) -> float:
+        return self.idle_timeout if self.idle_timeout is not None else NO_EXPIRY_CACHE_TTL
+
+    @staticmethod
+    def _key(session_id: str) -> str:
+        return f"session:{session_id}"
+
+    async def create(self, record: SessionRecord) -> None:
+        await run_in_thread(self._insert, record)
+        await self.state.set(self._key(record.id), record.dumps(), self._ttl)
+
+    @staticmethod
+    def _insert(record: SessionRecord) -> None:
+        from ..models import Session
+
+        Session.objects.create(
+            id=record.id, protocol_version=record.protocol_version,
+            client_info=record.client_info, client_capabilities=record.client_capabilities,
+            log_level=record.log_level, owner_id=record.owner_id, origin=record.origin,
+            last_activity=timezone.now(),
+        )
+
+    async def load(self, session_id: str) -> SessionRecord | None:
+        """The live session with this id, or None when it is unknown or has expired."""
+        if not session_id or len(session_id) > 64:
+            return None
+        cached = await self.state.touch(self._key(session_id), self._ttl)
+        if cached is not None:
+            self._touched.add(session_id)
+            return SessionRecord.loads(cached)
+        record = await run_in_thread(self._select, session_id, self.idle_timeout)
+        if record is not None:
+            self._touched.add(session_id)
+            await self.state.set(self._key(session_id), record.dumps(), self._ttl)
+        return record
+
+    @staticmethod
+    def _select(session_id: str, idle_timeout: float | None) -> SessionRecord | None:
+        from ..models import Session
+
+        row = Session.objects.filter(pk=session_id).first()
+        if row is None:
+            return None
+        if idle_timeout is not None and \
+                row.last_activity < timezone.now() - datetime.timedelta(seconds=idle_timeout):
+            row.delete()
+            return None
+        return SessionRecord(
+            id=row.id, protocol_version=row.protocol_version, client_info=row.client_info,
+            client_capabilities=row.client_capabilities, log_level=row.log_level,
+            owner_id=row.owner_id, origin=row.origin,
+        )
+
+    async def peek(self, session_id: str) -> SessionRecord | None:
+        """The shared-state copy of a session, without counting as activity."""
+        cached = await self.state.get(self._key(session_id))
+        return SessionRecord.loads(cached) if cached is not None else None
+
+    async def update(self, record: SessionRecord, **changes: Any) -> None:
+        for name, value in changes.items():
+            setattr(record, name, value)
+        await run_in_thread(self._update_row, record.id, changes)
+        await self.state.set(self._key(record.id), record.dumps(), self._ttl)
+
+    @staticmethod
+    def _update_row(session_id: str, changes: dict) -> None:
+        from ..models import Session
+
+        Session.objects.filter(pk=session_id).update(**changes, last_activity=timezone.now())
+
+    async def delete(self, session_id: str) -> bool:
+        await self.state.delete(self._key(session_id))
+        self._touched.discard(session_id)
+        return await run_in_thread(self._delete_row, session_id)
+
+    @staticmethod
+    def _delete_row(session_id: str) -> bool:
+        from ..models import Session
+
+        deleted, _ = Session.objects.filter(pk=session_id).delete()
+        return deleted > 0
+
+    async def count(self) -> int:
+        from ..models import Session
+
+        return await run_in_thread(Session.objects.count)
+
+    async def flush_activity(self) -> None:
+        """Write the last activity of every session used since the previous flush."""
+        touched, self._touched = self._touched, set()
+        if touched:
+            await run_in_thread(self._write_activity, touched)
+
+    @staticmethod
+    def _write_activity(session_ids: set[str]) -> None:
+        from ..models import Session
+
+        Session.objects.filter(pk__in=session_ids).update(last_activity=timezone.now())
+
+    async def reap(self) -> list[str]:
+        """Delete the sessions idle for longer than the timeout; returns their ids.
+
+        A session another process used lately may not have its activity written yet, but its
+        shared-state entry is alive (its time to live is the idle timeout): it is kept.
+        """
+        if self.idle_timeout is None:
+            return []
+        await self.flush_activity()
+        candidates = await run_in_thread(self._idle_ids, self.idle_timeout)
+        expired = [sid for sid in candidates if await self.state.get(self._key(sid)) is None]
+        if expired:
+            await run_in_thread(self._delete_rows, expired)
+        return expired
+
+    @staticmethod
+    def _idle_ids(idle_timeout: float) -> list[str]:
+        from ..models import Session
+
+        cutoff = timezone.now() - datetime.timedelta(seconds=idle_timeout)
+        return list(Session.objects.filter(last_activity__lt=cutoff).values_list("pk", flat=True))
+
+    @staticmethod
+    def _delete_rows(session_ids: list[str]) -> None:
+        from ..models import Session
+
+        Session.objects.filter(pk__in=session_ids).delete()

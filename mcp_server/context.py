@@ -158,7 +158,7 @@ class ServerContext(Mapping):
         ``requested_schema`` must be flat: an object of primitive fields (see ``EnumSchema``).
         """
         self._require(methods.ELICITATION_CREATE, "elicitation.form")
-        check_requested_schema(requested_schema)
+        check_requested_schema(requested_schema, self.protocol_version)
         params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
         if self.protocol_version is not None and self.protocol_version < "2025-11-25":
             del params["mode"]  # modes arrived with 2025-11-25

@@ -114,15 +114,28 @@ class EnumSchema:
         return _annotated(schema, default, title, description)
 
 
-def check_requested_schema(schema: Any) -> dict:
-    """Raise ``ValueError`` unless ``schema`` is a flat form schema; returns it."""
+# Multi-select (array) fields arrived with SEP-1330 in this revision; older wires cannot carry them.
+MULTI_SELECT_SINCE = "2025-11-25"
+
+
+def check_requested_schema(schema: Any, protocol_version: str | None = None) -> dict:
+    """Raise ``ValueError`` unless ``schema`` is a flat form schema; returns it.
+
+    ``protocol_version`` is the session's revision, when known: before 2025-11-25 a form has no
+    multi-select fields.
+    """
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ValueError("requested_schema must be an object schema with type 'object'")
-    properties = schema.get("properties", {})
+    # Every revision's schema requires "properties" (an empty form is {"properties": {}}).
+    properties = schema.get("properties")
     if not isinstance(properties, dict):
-        raise ValueError("requested_schema properties must be an object")
+        raise ValueError("requested_schema needs a 'properties' object")
     for name, prop in properties.items():
         _check_property(name, prop)
+        if prop["type"] == "array" and protocol_version is not None \
+                and protocol_version < MULTI_SELECT_SINCE:
+            raise ValueError(f"property {name!r}: multi-select fields need protocol revision "
+                             f"{MULTI_SELECT_SINCE} (this session uses {protocol_version})")
     required = schema.get("required", [])
     if not isinstance(required, list) or any(r not in properties for r in required):
         raise ValueError(f"requested_schema required names unknown properties: {required!r}")
@@ -131,7 +144,7 @@ def check_requested_schema(schema: Any) -> dict:
 
 def _check_property(name: str, prop: Any) -> None:
     kind = prop.get("type") if isinstance(prop, dict) else None
-    if kind not in _ALLOWED:
+    if not isinstance(kind, str) or kind not in _ALLOWED:  # a list of types is not hashable
         raise ValueError(
             f"property {name!r}: form fields are string, number, integer, boolean or an enum "
             f"array, not {kind!r} (nested objects are not allowed)"

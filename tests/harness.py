@@ -13,12 +13,14 @@ import queue
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mcp_server import Server
 
-from .wire import check_client_message, check_server_message
+from .wire import RESULT_TYPES, check_client_message, check_server_message, has_definition, validate
 
 REPO = Path(__file__).resolve().parent.parent
 CLIENT_INFO = {"name": "test-client", "version": "1.0.0"}
@@ -88,12 +90,27 @@ class InProcessClient:
 
 
 class StdioServer:
-    """``manage.py mcp_stdio`` in a subprocess; every line it writes is checked."""
+    """``manage.py mcp_stdio`` in a subprocess; every line it writes is checked.
 
-    def __init__(self, *args: str, env: dict | None = None, revision: str = "2025-11-25"):
+    Besides plain request/response, a test can answer the server's own requests: pass
+    ``on_request`` (called with each server-to-client request; the response it returns, if any,
+    is sent back), or wait for one with :meth:`server_request` and reply with :meth:`answer`.
+    Every message read is kept in ``received``; notifications also in ``notifications``, server
+    requests in ``server_requests``.
+    """
+
+    def __init__(self, *args: str, env: dict | None = None, revision: str = "2025-11-25",
+                 on_request: Callable[[dict], dict | None] | None = None):
         self.revision = revision
+        self.on_request = on_request
         self._ids = itertools.count(1)
         self.notifications: list[dict] = []
+        self.server_requests: list[dict] = []
+        self.received: list[dict] = []
+        # Responses read while waiting for something else, by id; and the method of each request.
+        self._responses: dict[Any, dict] = {}
+        self._methods: dict[Any, str] = {}
+        self._unclaimed: list[dict] = []  # server requests nobody answered or took yet
         self.process = subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), "mcp_stdio", *args],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -117,6 +134,13 @@ class StdioServer:
     def stderr(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
+    def wait_for_stderr(self, text: str, timeout: float = 5.0) -> str:
+        """The stderr so far, once it contains ``text`` (or ``timeout`` passed: the caller asserts)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stderr and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.stderr
+
     def write_line(self, data: bytes | str) -> None:
         if isinstance(data, str):
             data = data.encode("utf-8")
@@ -138,24 +162,110 @@ class StdioServer:
             return None
         message = json.loads(line)
         check_server_message(message, self.revision)
+        self.received.append(message)
         return message
 
-    def request(self, method: str, params: dict | None = None, timeout: float = 10.0) -> dict:
-        """Send a request and return its response; notifications seen meanwhile are kept."""
-        request_id = next(self._ids)
+    def _sort(self, message: Any) -> None:
+        """File a message read while waiting for something else; answer server requests."""
+        if not isinstance(message, dict):
+            return
+        if "method" not in message:
+            self._responses[message.get("id")] = message
+        elif "id" not in message:
+            self.notifications.append(message)
+        else:
+            self.server_requests.append(message)
+            reply = self.on_request(message) if self.on_request is not None else None
+            if reply is None:
+                self._unclaimed.append(message)
+            else:
+                self._check_answer(message, reply)
+                self.send(reply)
+
+    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 10.0,
+                 what: str = "the expected message") -> dict:
+        """Read until a message satisfies ``predicate`` and return it; every message is filed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {what} from mcp_stdio in {timeout}s; stderr:\n{self.stderr}")
+            message = self.read(remaining)
+            assert message is not None, f"mcp_stdio closed before {what}; stderr:\n{self.stderr}"
+            self._sort(message)
+            if predicate(message):
+                return message
+
+    def send_request(self, method: str, params: dict | None = None, *, request_id: Any = None) -> Any:
+        """Send a request without waiting; returns its id (see :meth:`response`)."""
+        if request_id is None:
+            request_id = next(self._ids)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
+        self._methods[request_id] = method
         self.send(message)
-        while True:
-            answer = self.read(timeout)
-            assert answer is not None, f"mcp_stdio closed; stderr:\n{self.stderr}"
-            if "method" in answer:
-                self.notifications.append(answer)
-                continue
-            if answer.get("id") == request_id:
-                check_server_message(answer, self.revision, method)
-                return answer
+        return request_id
+
+    def response(self, request_id: Any, timeout: float = 10.0) -> dict:
+        """The response to an earlier :meth:`send_request`, checked as that method's answer."""
+        if request_id not in self._responses:
+            self.wait_for(lambda m: "method" not in m and m.get("id") == request_id, timeout,
+                          f"response to request {request_id!r}")
+        answer = self._responses.pop(request_id)
+        check_server_message(answer, self.revision, self._methods.pop(request_id, None))
+        return answer
+
+    def request(self, method: str, params: dict | None = None, timeout: float = 10.0) -> dict:
+        """Send a request and return its response; notifications seen meanwhile are kept."""
+        return self.response(self.send_request(method, params), timeout)
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def server_request(self, method: str | None = None, timeout: float = 10.0) -> dict:
+        """The server's oldest request (of ``method``) to the client not yet returned or answered."""
+
+        def wanted(message: dict) -> bool:
+            return "id" in message and message.get("method") is not None \
+                and method in (None, message["method"])
+
+        for request in self._unclaimed:
+            if wanted(request):
+                self._unclaimed.remove(request)
+                return request
+        request = self.wait_for(wanted, timeout, f"server request {method or ''}".strip())
+        self._unclaimed.remove(request)
+        return request
+
+    def answer(self, request: dict, result: Any = None, *, error: dict | None = None) -> None:
+        """Reply to a server request with ``result`` or ``error``; the reply is schema-checked."""
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if error is not None:
+            reply["error"] = error
+        else:
+            reply["result"] = result
+        self._check_answer(request, reply)
+        self.send(reply)
+
+    def _check_answer(self, request: dict, reply: dict) -> None:
+        """A result must also be the result type of the method it answers, in this revision."""
+        definition = RESULT_TYPES.get(request["method"])
+        if "result" in reply and definition and has_definition(self.revision, definition):
+            validate(reply["result"], self.revision, definition)
+
+    def read_to_end(self, timeout: float = 10.0) -> list[dict]:
+        """Close stdin and read (and file) everything the server still writes before it exits."""
+        self.process.stdin.close()
+        rest = []
+        deadline = time.monotonic() + timeout
+        while (message := self.read(max(deadline - time.monotonic(), 0.001))) is not None:
+            self._sort(message)
+            rest.append(message)
+        return rest
 
     def initialize(self, protocol_version: str | None = None, capabilities: dict | None = None) -> dict:
         response = self.request("initialize", {

@@ -8,7 +8,13 @@ negotiated revision (tests/wire.py). Each violation is written to stderr as a li
 with ``stdio_tap: VIOLATION``; at the end a line ``stdio_tap: checked N client and M server
 messages, K violations`` follows, and the exit status is non-zero when there was a violation (or
 the child failed). With ``MCP_TAP_REPORT=<path>`` the same lines also go to that file, so a test
-can read them even when its client library swallows the relay's stderr.
+can read them even when its client library swallows the relay's stderr. With
+``MCP_TAP_RECORD=<path>`` every line is also appended to that file as ``{"from": "client" or
+"server", "message": ...}`` (JSON Lines, in the order the relay passed them on), so a test can
+check what really went over the wire.
+
+A client's answer to a server request is checked against the result type of that request's
+method (``ElicitResult`` for ``elicitation/create``, ...), not only against ``ClientResult``.
 """
 
 from __future__ import annotations
@@ -22,16 +28,24 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from .wire import REVISIONS, check_client_message, check_server_message
+from .wire import (
+    RESULT_TYPES,
+    REVISIONS,
+    check_client_message,
+    check_server_message,
+    has_definition,
+    validate,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 LATEST = "2025-11-25"
 
 
 class Tap:
-    def __init__(self, report: IO[str] | None):
+    def __init__(self, report: IO[str] | None, record: IO[str] | None = None):
         self.revision = LATEST
         self.report = report
+        self.record = record
         self.lock = threading.Lock()
         # Request ids of each side's requests still unanswered -> method, to check result types.
         self.client_requests: dict[Any, str] = {}
@@ -62,6 +76,10 @@ class Tap:
         except ValueError as exc:
             self.violation(side, line, f"not JSON ({exc})")
             return
+        if self.record is not None:
+            with self.lock:
+                self.record.write(json.dumps({"from": side, "message": message}) + "\n")
+                self.record.flush()
         try:
             if side == "client":
                 self._check_client(message)
@@ -77,11 +95,15 @@ class Tap:
         if method == "initialize":
             requested = (message.get("params") or {}).get("protocolVersion")
             self.revision = requested if requested in REVISIONS else LATEST
+        answered = None
         if method is not None and "id" in message:
             self.client_requests[message["id"]] = method
         elif method is None and "id" in message:
-            self.server_requests.pop(message["id"], None)
+            answered = self.server_requests.pop(message["id"], None)
         check_client_message(message, self.revision)
+        definition = RESULT_TYPES.get(answered or "")
+        if "result" in message and definition and has_definition(self.revision, definition):
+            validate(message["result"], self.revision, definition)
 
     def _check_server(self, message: Any) -> None:
         if not isinstance(message, dict):
@@ -127,7 +149,9 @@ def _child_to_client(tap: Tap, child: subprocess.Popen) -> None:
 def main(argv: list[str]) -> int:
     report_path = os.environ.get("MCP_TAP_REPORT")
     report = open(report_path, "a", encoding="utf-8") if report_path else None  # noqa: SIM115
-    tap = Tap(report)
+    record_path = os.environ.get("MCP_TAP_RECORD")
+    record = open(record_path, "a", encoding="utf-8") if record_path else None  # noqa: SIM115
+    tap = Tap(report, record)
     child = subprocess.Popen(
         [sys.executable, str(REPO / "manage.py"), "mcp_stdio", *argv],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # stderr: inherited
@@ -142,8 +166,9 @@ def main(argv: list[str]) -> int:
         f"checked {tap.counts['client']} client and {tap.counts['server']} server messages, "
         f"{tap.violations} violations; mcp_stdio exited with {status}"
     )
-    if report is not None:
-        report.close()
+    for log in (report, record):
+        if log is not None:
+            log.close()
     if status != 0:
         return 2
     return 1 if tap.violations else 0

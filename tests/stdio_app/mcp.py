@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+import time
 
 import mcp_server
 from mcp_protocol import methods
+from mcp_protocol.cancellation import CancelledError
+from mcp_server import MCPError, ServerContext
+from mcp_server.logging_levels import LEVELS
+
+# What ask_client(request="elicit") asks for.
+COLOUR_SCHEMA = {
+    "type": "object",
+    "properties": {"colour": {"type": "string", "title": "Colour"}},
+    "required": ["colour"],
+}
 
 
 @mcp_server.tool
@@ -20,3 +33,78 @@ def announce() -> str:
     """Send notifications/tools/list_changed through the stdio transport; says whether it was sent."""
     sent = mcp_server.get_server().transport.send_notification(methods.NOTIFICATIONS_TOOLS_LIST_CHANGED)
     return f"sent={sent}"
+
+
+def _record(text: str) -> None:
+    """A line on stderr, where tests read what a handler saw (stdout carries protocol only)."""
+    print(f"stdio_app: {text}", file=sys.stderr, flush=True)
+
+
+@mcp_server.tool
+async def ask_client(request: str, server_context: ServerContext, timeout: float | None = None,
+                     catch: bool = True) -> str:
+    """Send one request to the client: "elicit", "sample", "roots" or "ping".
+
+    Waits at most ``timeout`` seconds (default: the server's SERVER_TO_CLIENT_REQUEST_TIMEOUT).
+    Returns ``{"result": ...}`` as JSON text; a failure is returned as ``{"error": {type, code,
+    message}}`` when ``catch``, otherwise raised (so an MCPError answers the call with its code).
+    Every outcome is also written to stderr.
+    """
+    label = f"ask_client({request}) of request {server_context.request_id!r}"
+    try:
+        if request == "elicit":
+            result = await server_context.create_form_elicitation(
+                "Which colour?", COLOUR_SCHEMA, timeout=timeout
+            )
+        elif request == "sample":
+            result = await server_context.create_sampling_message(
+                [{"role": "user", "content": {"type": "text", "text": "What is 2 + 2?"}}], 64,
+                system_prompt="Answer briefly.", temperature=0.5, stop_sequences=["END"],
+                metadata={"purpose": "test"}, include_context="thisServer",
+                model_preferences={"hints": [{"name": "small"}], "speedPriority": 0.75},
+                timeout=timeout,
+            )
+        elif request == "roots":
+            result = await server_context.list_roots(timeout=timeout)
+        elif request == "ping":
+            result = await server_context.ping(timeout=timeout)
+        else:
+            raise ValueError(f"unknown request {request!r}")
+    except (MCPError, CancelledError) as exc:
+        _record(f"{label} -> {type(exc).__name__}: {exc}")
+        if catch and isinstance(exc, MCPError):
+            return json.dumps({"error": {"type": type(exc).__name__, "code": exc.code,
+                                         "message": exc.message}})
+        raise
+    _record(f"{label} -> result")
+    return json.dumps({"result": result})
+
+
+@mcp_server.tool
+async def log_every_level(server_context: ServerContext) -> str:
+    """Log once per level to the session (``ServerContext``) and once server-wide (``Server``).
+
+    Returns the levels each path reported as sent.
+    """
+    session: list[str] = []
+    server_wide: list[str] = []
+    for index, level in enumerate(LEVELS):
+        if await server_context.notify_log_message({"index": index, "level": level}, level,
+                                                   logger="stdio_app"):
+            session.append(level)
+        if mcp_server.get_server().notify_log_message(f"server-wide {level}", level):
+            server_wide.append(level)
+    return json.dumps({"session": session, "server": server_wide})
+
+
+@mcp_server.tool
+async def wait_for_cancel(server_context: ServerContext, limit: float = 10.0) -> str:
+    """Poll ``cancelled()`` until the request is cancelled (at most ``limit`` s), then return normally."""
+    deadline = time.monotonic() + limit
+    while not server_context.cancelled() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    if not server_context.cancelled():
+        return "never cancelled"
+    _record(f"wait_for_cancel of request {server_context.request_id!r} saw the cancellation: "
+            f"{server_context.cancellation.reason}")
+    return "stopped early"

@@ -1,0 +1,18 @@
+"""Settings of the daphne processes that HTTP tests start: the demo plus ``tests.stdio_app``.
+
+``MCP_TEST_HTTP_SETTINGS`` (a JSON object) overrides keys of ``MCP_SERVER``; ``DATABASE_URL`` and
+``REDIS_URL`` work as for the demo.
+"""
+
+import json
+import os
+
+from project.settings import *  # noqa: F403
+from project.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
+MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_HTTP_SETTINGS") or "{}")}
+
+# The tests hand the server the test database by its real name.
+if os.environ.get("MCP_TEST_SQLITE_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["MCP_TEST_SQLITE_NAME"]

@@ -1,0 +1,482 @@
+"""``AsyncClient``: the MCP client for async code; ``Client`` wraps it for everything else.
+
+One implementation serves both: requests are matched to answers by id, requests the server sends
+are answered by the handlers registered with ``on_elicitation``, ``on_sampling``, ``on_roots`` or
+``on_server_request``, and notifications reach the callbacks registered with ``on_notification``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import copy
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from mcp_protocol import jsonrpc, methods, versions
+from mcp_protocol.cancellation import Cancellation, CancelledError
+from mcp_protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcp_protocol.json_schema import validation_errors
+
+from .errors import (
+    ClientError,
+    NotConnectedError,
+    PaginationLimitError,
+    ServerError,
+    ServerRequestError,
+    TransportError,
+    ValidationError,
+)
+from .transports.base import adapt
+from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
+
+logger = logging.getLogger("mcp_client")
+
+DEFAULT_CLIENT_INFO = {"name": "django-mcp-sdk-client", "version": "0.1.0"}
+LEGACY_MODE, MODERN_MODE, AUTO_MODE = "legacy", "modern", "auto"
+
+
+class AsyncClient:
+    """An MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
+
+    def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
+                 input_required_max_rounds: int = 10):
+        if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
+            raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
+        self.transport = transport
+        self._wire = adapt(transport)
+        self.max_pages = max_pages
+        self.input_required_max_rounds = input_required_max_rounds
+        self.client_info = client_info or DEFAULT_CLIENT_INFO
+        self.server_info: dict | None = None
+        self._pending: dict[str, asyncio.Future] = {}
+        self._finished: collections.deque[str] = collections.deque(maxlen=1000)
+        self._server_requests: dict[str, Callable] = {}
+        self._notifications: dict[str, list[Callable]] = collections.defaultdict(list)
+        self._progress: dict[Any, Callable] = {}
+        self._output_schemas: dict[str, dict] = {}
+        self._last_heard = time.monotonic()
+        self._background: set[asyncio.Task] = set()
+
+    # Connection ------------------------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        return self.server_info is not None
+
+    @property
+    def protocol_version(self) -> str | None:
+        return (self.server_info or {}).get("protocolVersion")
+
+    @property
+    def server_capabilities(self) -> dict:
+        return (self.server_info or {}).get("capabilities") or {}
+
+    @property
+    def instructions(self) -> str | None:
+        return (self.server_info or {}).get("instructions")
+
+    @property
+    def server_implementation(self) -> dict | None:
+        return (self.server_info or {}).get("serverInfo")
+
+    async def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
+                      mode: str | None = None, client_info: dict | None = None) -> dict:
+        """The ``initialize`` handshake; a second call returns the first result."""
+        if self.connected:
+            return self.server_info
+        if protocol_version is not None and not versions.is_handshake_version(protocol_version):
+            raise ValueError(
+                f"protocol_version {protocol_version!r} is not a handshake revision; the "
+                "2026-07-28 lifecycle is chosen with mode=, not through initialize"
+            )
+        if mode not in (None, LEGACY_MODE, AUTO_MODE):
+            raise ValueError(f"mode {mode!r} is not supported by this client yet; use 'legacy'")
+        await self._wire.start(self._receive, self._fail)
+        params = {
+            "protocolVersion": protocol_version or versions.LATEST_HANDSHAKE_VERSION,
+            "capabilities": self._capabilities(capabilities),
+            "clientInfo": client_info or self.client_info,
+        }
+        result = await self._request(methods.INITIALIZE, params)
+        if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
+                and versions.is_handshake_version(result.get("protocolVersion"))):
+            raise ValidationError(f"the server's initialize result is not usable: {result!r}")
+        self.server_info = result
+        negotiated = getattr(self._wire, "negotiated", None)
+        if negotiated is not None:
+            negotiated(result["protocolVersion"])
+        await self._notify(methods.NOTIFICATIONS_INITIALIZED)
+        listen = getattr(self._wire, "start_listening", None)
+        if listen is not None and self._server_requests:
+            await listen()
+        return result
+
+    def _capabilities(self, declared: dict | None) -> dict:
+        capabilities = copy.deepcopy(declared) if declared else {}
+        implied = {methods.ELICITATION_CREATE: "elicitation", methods.SAMPLING_CREATE_MESSAGE: "sampling",
+                   methods.ROOTS_LIST: "roots"}
+        for method, name in implied.items():
+            if method in self._server_requests:
+                capabilities.setdefault(name, {"listChanged": True} if name == "roots" else {})
+        return capabilities
+
+    async def close(self) -> None:
+        """Close the transport; a later ``connect()`` starts over."""
+        self.server_info = None
+        await self._wire.close()
+        self._fail(TransportError("the client was closed"))
+        for task in list(self._background):
+            task.cancel()
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # Handlers for what the server sends --------------------------------------------------------
+    def on_elicitation(self, handler: Callable) -> Callable:
+        """``handler(params) -> {"action", "content"?}`` answers ``elicitation/create``."""
+        return self.on_server_request(methods.ELICITATION_CREATE, handler)
+
+    def on_sampling(self, handler: Callable) -> Callable:
+        """``handler(params) -> {"role", "content", "model", "stopReason"}``; raise
+        ``ServerRequestError(code=-1)`` to reject."""
+        return self.on_server_request(methods.SAMPLING_CREATE_MESSAGE, handler)
+
+    def on_roots(self, handler: Callable) -> Callable:
+        """``handler(params) -> {"roots": [...]}`` answers ``roots/list``."""
+        return self.on_server_request(methods.ROOTS_LIST, handler)
+
+    def on_server_request(self, method: str, handler: Callable) -> Callable:
+        self._server_requests[method] = handler
+        return handler
+
+    def on_notification(self, method: str, callback: Callable) -> Callable:
+        """``callback(params)`` for every notification named ``method`` (``"*"``: all)."""
+        self._notifications[method].append(callback)
+        return callback
+
+    def on_progress(self, callback: Callable) -> Callable:
+        return self.on_notification(methods.NOTIFICATIONS_PROGRESS, callback)
+
+    def on_log_message(self, callback: Callable) -> Callable:
+        return self.on_notification(methods.NOTIFICATIONS_MESSAGE, callback)
+
+    # Requests --------------------------------------------------------------------------------
+    async def ping(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:
+        result = await self._call(methods.PING, None, meta=meta, cancellation=cancellation)
+        if not isinstance(result, dict):
+            raise ValidationError(f"ping result must be an object, not {result!r}")
+        return result
+
+    async def list_tools(self, cursor: str | None = None, *, meta: dict | None = None,
+                         cancellation: Cancellation | None = None) -> Page:
+        page = await self._page(methods.TOOLS_LIST, "tools", Tool.from_wire, cursor, meta, cancellation)
+        for tool in page.items:
+            if tool.output_schema is not None:
+                self._output_schemas[tool.name] = tool.output_schema
+            else:
+                self._output_schemas.pop(tool.name, None)
+        return page
+
+    async def tools(self, *, meta: dict | None = None) -> list[Tool]:
+        return await self._collect(self.list_tools, meta)
+
+    async def call_tool(self, name: str | None = None, arguments: dict | None = None, *,
+                        tool: Tool | None = None, progress_token: Any = None,
+                        on_progress: Callable | None = None, meta: dict | None = None,
+                        cancellation: Cancellation | None = None) -> CallToolResult:
+        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress.
+
+        ``structuredContent`` is checked against the tool's output schema when ``tools()`` or
+        ``list_tools()`` has shown it.
+        """
+        name = name or (tool.name if tool is not None else None)
+        if not name:
+            raise ValueError("call_tool needs name= or tool=")
+        if on_progress is not None and progress_token is None:
+            progress_token = uuid.uuid4().hex
+        meta = dict(meta or {})
+        if progress_token is not None:
+            meta["progressToken"] = progress_token
+        params = {"name": name, "arguments": arguments or {}}
+        if on_progress is not None:
+            self._progress[progress_token] = on_progress
+        try:
+            result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation)
+        finally:
+            self._progress.pop(progress_token, None)
+        if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+            raise ValidationError(f"tools/call result needs a content list: {result!r}")
+        self._check_structured(name, result)
+        return CallToolResult.from_wire(result)
+
+    def _check_structured(self, name: str, result: dict) -> None:
+        schema = self._output_schemas.get(name)
+        if schema is None or result.get("isError"):
+            return
+        if "structuredContent" not in result:
+            raise ValidationError(f"tool {name} has an output schema but returned no structuredContent")
+        errors = validation_errors(schema, result["structuredContent"])
+        if errors:
+            raise ValidationError(f"structuredContent of {name} does not match its output schema: "
+                                  + "; ".join(errors))
+
+    async def list_resources(self, cursor: str | None = None, *, meta: dict | None = None,
+                             cancellation: Cancellation | None = None) -> Page:
+        return await self._page(methods.RESOURCES_LIST, "resources", Resource.from_wire, cursor, meta,
+                                cancellation)
+
+    async def resources(self, *, meta: dict | None = None) -> list[Resource]:
+        return await self._collect(self.list_resources, meta)
+
+    async def list_resource_templates(self, cursor: str | None = None, *, meta: dict | None = None,
+                                      cancellation: Cancellation | None = None) -> Page:
+        return await self._page(methods.RESOURCES_TEMPLATES_LIST, "resourceTemplates",
+                                ResourceTemplate.from_wire, cursor, meta, cancellation)
+
+    async def resource_templates(self, *, meta: dict | None = None) -> list[ResourceTemplate]:
+        return await self._collect(self.list_resource_templates, meta)
+
+    async def read_resource(self, uri: str, *, meta: dict | None = None,
+                            cancellation: Cancellation | None = None) -> list[dict]:
+        """The ``contents`` of a resource (an empty list when the server sends none)."""
+        result = await self._call(methods.RESOURCES_READ, {"uri": uri}, meta=meta, cancellation=cancellation)
+        if not isinstance(result, dict):
+            raise ValidationError(f"resources/read result must be an object: {result!r}")
+        contents = result.get("contents") or []
+        if not isinstance(contents, list):
+            raise ValidationError(f"resources/read contents must be a list: {contents!r}")
+        return contents
+
+    async def subscribe_resource(self, uri: str, *, meta: dict | None = None) -> dict:
+        return await self._call(methods.RESOURCES_SUBSCRIBE, {"uri": uri}, meta=meta)
+
+    async def unsubscribe_resource(self, uri: str, *, meta: dict | None = None) -> dict:
+        return await self._call(methods.RESOURCES_UNSUBSCRIBE, {"uri": uri}, meta=meta)
+
+    async def list_prompts(self, cursor: str | None = None, *, meta: dict | None = None,
+                           cancellation: Cancellation | None = None) -> Page:
+        return await self._page(methods.PROMPTS_LIST, "prompts", Prompt.from_wire, cursor, meta,
+                                cancellation)
+
+    async def prompts(self, *, meta: dict | None = None) -> list[Prompt]:
+        return await self._collect(self.list_prompts, meta)
+
+    async def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
+                         cancellation: Cancellation | None = None) -> dict:
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = {key: str(value) for key, value in arguments.items()}
+        result = await self._call(methods.PROMPTS_GET, params, meta=meta, cancellation=cancellation)
+        if not isinstance(result, dict) or not isinstance(result.get("messages"), list):
+            raise ValidationError(f"prompts/get result needs a messages list: {result!r}")
+        return result
+
+    async def complete(self, ref: dict, argument: dict, *, context: dict | None = None,
+                       meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:
+        """``{"values", "total"?, "hasMore"?}`` for an argument of a prompt or resource template."""
+        params: dict[str, Any] = {"ref": ref, "argument": argument}
+        if context is not None:
+            params["context"] = context
+        result = await self._call(methods.COMPLETION_COMPLETE, params, meta=meta, cancellation=cancellation)
+        completion = result.get("completion") if isinstance(result, dict) else None
+        return completion if isinstance(completion, dict) else {"values": [], "hasMore": False}
+
+    async def set_logging_level(self, level: str) -> dict:
+        return await self._call(methods.LOGGING_SET_LEVEL, {"level": level})
+
+    async def notify_roots_list_changed(self) -> None:
+        await self._notify(methods.NOTIFICATIONS_ROOTS_LIST_CHANGED)
+
+    # Pagination ------------------------------------------------------------------------------
+    async def _page(self, method: str, key: str, build: Callable, cursor: str | None,
+                    meta: dict | None, cancellation: Cancellation | None) -> Page:
+        params = {"cursor": cursor} if cursor is not None else None
+        result = await self._call(method, params, meta=meta, cancellation=cancellation)
+        if not isinstance(result, dict) or not isinstance(result.get(key), list):
+            raise ValidationError(f"{method} result needs a {key} list: {result!r}")
+        try:
+            items = [build(item) for item in result[key]]
+        except (KeyError, TypeError) as exc:
+            raise ValidationError(f"{method} returned a malformed item: {exc}") from None
+        return Page(items=items, next_cursor=result.get("nextCursor"), meta=result.get("_meta"),
+                    ttl_ms=result.get("ttlMs"), cache_scope=result.get("cacheScope"))
+
+    async def _collect(self, list_page: Callable, meta: dict | None) -> list:
+        items: list = []
+        seen: set[str] = set()
+        cursor = None
+        for _ in range(self.max_pages):
+            page = await list_page(cursor, meta=meta)
+            items.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None or cursor in seen:  # a repeated cursor would loop forever
+                return items
+            seen.add(cursor)
+        raise PaginationLimitError(f"the server still offered a new cursor after {self.max_pages} pages")
+
+    # The wire --------------------------------------------------------------------------------
+    async def _call(self, method: str, params: dict | None, *, meta: dict | None = None,
+                    cancellation: Cancellation | None = None) -> Any:
+        if not self.connected:
+            raise NotConnectedError(f"call connect() before {method}")
+        return await self._request(method, params, meta=meta, cancellation=cancellation)
+
+    async def _request(self, method: str, params: dict | None, *, meta: dict | None = None,
+                       cancellation: Cancellation | None = None) -> Any:
+        if cancellation is not None:
+            cancellation.raise_if_cancelled()
+        request_id = str(uuid.uuid4())
+        params = _with_meta(params, meta)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future = loop.create_future()
+        self._pending[request_id] = answer
+        unhook: Callable[[], None] = lambda: None  # noqa: E731
+        try:
+            await self._wire.send(jsonrpc.request(request_id, method, params))
+            if cancellation is not None:
+                # Hooked once the request is written, so a cancel never overtakes it (CAN-08).
+                unhook = cancellation.on_cancel(
+                    lambda token: loop.call_soon_threadsafe(self._cancel, request_id, token)
+                )
+            message = await self._wait(answer, method)
+        finally:
+            unhook()
+            self._pending.pop(request_id, None)
+            self._finished.append(request_id)
+        if "error" in message:
+            error = message["error"] if isinstance(message["error"], dict) else {}
+            raise ServerError(str(error.get("message", "error")), error.get("code", INTERNAL_ERROR),
+                              error.get("data"))
+        if "result" not in message:
+            raise ValidationError(f"the response to {method} has no result: {message!r}")
+        return message["result"]
+
+    async def _wait(self, answer: asyncio.Future, method: str) -> dict:
+        """The answer; with a ``read_timeout`` on the transport, a server that stays silent that
+        long is an error (anything it sends, progress say, proves it alive)."""
+        timeout = getattr(self._wire, "read_timeout", None)
+        if timeout is None:
+            return await answer
+        while True:
+            remaining = self._last_heard + timeout - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(f"no answer to {method} within read_timeout ({timeout} s)")
+            try:
+                return await asyncio.wait_for(asyncio.shield(answer), remaining)
+            except TimeoutError:
+                continue
+
+    def _cancel(self, request_id: str, token: Cancellation) -> None:
+        answer = self._pending.get(request_id)
+        if answer is None or answer.done():
+            return
+        answer.set_exception(CancelledError(request_id, token.reason))
+        params: dict[str, Any] = {"requestId": request_id}
+        if token.reason:
+            params["reason"] = token.reason
+        self._spawn(self._notify(methods.NOTIFICATIONS_CANCELLED, params))
+
+    async def _notify(self, method: str, params: dict | None = None) -> None:
+        await self._wire.send(jsonrpc.notification(method, params))
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _fail(self, error: BaseException, request_id: Any = None) -> None:
+        """A transport failure: of one request (``request_id``) or, without one, of all."""
+        answers = [self._pending.get(request_id)] if request_id is not None else list(self._pending.values())
+        for answer in answers:
+            if answer is not None and not answer.done():
+                answer.set_exception(error)
+
+    async def _receive(self, message: Any) -> None:
+        self._last_heard = time.monotonic()
+        if isinstance(message, list):
+            for item in message:
+                await self._receive(item)
+            return
+        if not isinstance(message, dict):
+            return
+        if "method" not in message and ("result" in message or "error" in message):
+            self._take_response(message)
+        elif "method" in message and "id" in message:
+            self._spawn(self._answer(message))
+        elif "method" in message:
+            await self._dispatch_notification(message)
+
+    def _take_response(self, message: dict) -> None:
+        answer = self._pending.get(message.get("id"))
+        if answer is not None:
+            if not answer.done():
+                answer.set_result(message)
+            return
+        if message.get("id") in self._finished:
+            return  # a late answer to a request that was cancelled or timed out
+        # An answer to nothing we asked: the server is confused; waiting would hang forever.
+        self._fail(ValidationError(f"the server answered an unknown request id {message.get('id')!r}"))
+
+    async def _dispatch_notification(self, message: dict) -> None:
+        method = message["method"]
+        params = message.get("params") or {}
+        calls = [(callback, params) for callback in self._notifications.get(method, ())]
+        calls += [(callback, message) for callback in self._notifications.get("*", ())]
+        if method == methods.NOTIFICATIONS_PROGRESS:
+            specific = self._progress.get(params.get("progressToken"))
+            if specific is not None:
+                calls.append((specific, params))
+        for callback, argument in calls:
+            try:
+                await _maybe_await(callback(argument))
+            except Exception:
+                logger.exception("notification callback for %s failed", method)
+
+    async def _answer(self, request: dict) -> None:
+        method, request_id = request["method"], request["id"]
+        handler = self._server_requests.get(method)
+        if handler is None and method == methods.PING:
+            response = jsonrpc.response(request_id, {})
+        elif handler is None:
+            response = jsonrpc.error_response(request_id, METHOD_NOT_FOUND, "Method not found", method)
+        else:
+            try:
+                result = await _maybe_await(_call_handler(handler, request.get("params") or {}))
+                response = jsonrpc.response(request_id, result)
+            except ServerRequestError as exc:
+                response = jsonrpc.error_response(request_id, exc.code, exc.message, exc.data)
+            except Exception:
+                logger.exception("the %s handler failed", method)
+                response = jsonrpc.error_response(request_id, INTERNAL_ERROR, "Internal error")
+        try:
+            await self._wire.send(response)
+        except ClientError:
+            logger.exception("could not answer the server's %s request", method)
+
+
+def _call_handler(handler: Callable, params: dict) -> Any:
+    if inspect.iscoroutinefunction(handler):
+        return handler(params)
+    # A plain handler may block (a person answering): keep the event loop free.
+    return asyncio.to_thread(handler, params)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _with_meta(params: dict | None, meta: dict | None) -> dict | None:
+    """``params`` with ``meta`` merged into ``_meta``, leaving the caller's dicts untouched."""
+    if not meta:
+        return params
+    merged = dict(params or {})
+    merged["_meta"] = {**(merged.get("_meta") or {}), **meta}
+    return merged

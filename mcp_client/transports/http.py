@@ -1,0 +1,250 @@
+"""Streamable HTTP on httpx: POST each message, read JSON or SSE back, resume dropped streams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from mcp_protocol import jsonrpc, methods
+
+from ..errors import (
+    BadRequestError,
+    ForbiddenError,
+    HTTPStatusError,
+    NotConnectedError,
+    NotFoundError,
+    SessionExpiredError,
+    TransportError,
+    UnauthorizedError,
+    UnprocessableError,
+)
+from .base import Deliver, Fail
+from .sse import SSEParser
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+DEFAULT_RETRY_MS = 1000
+MIN_RETRY_MS = 100
+MAX_RESUME_ATTEMPTS = 2
+LISTEN_READ_TIMEOUT = 300.0
+STATUS_ERRORS = {400: BadRequestError, 401: UnauthorizedError, 403: ForbiddenError,
+                 404: NotFoundError, 422: UnprocessableError}
+
+
+class HTTPTransport:
+    """``HTTPTransport(url, headers={}, max_message_bytes=4 MiB, max_reconnection_wait=300)``.
+
+    ``http_client_factory()`` returns the ``httpx.AsyncClient`` to use (add auth, proxies,
+    event hooks there); redirects are not followed.
+    """
+
+    def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_reconnection_wait: float = 300.0, timeout: float = 30.0,
+                 http_client_factory: Callable[[], httpx.AsyncClient] | None = None):
+        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) \
+                or max_message_bytes <= 0:
+            raise ValueError(f"max_message_bytes must be a positive integer, not {max_message_bytes!r}")
+        self.url = url
+        self.headers = dict(headers or {})
+        self.max_message_bytes = max_message_bytes
+        self.max_reconnection_wait = max_reconnection_wait
+        self.timeout = timeout
+        self.http_client_factory = http_client_factory
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._deliver: Deliver | None = None
+        self._fail: Fail | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # Lifecycle -------------------------------------------------------------------------------
+    async def start(self, deliver: Deliver, fail: Fail) -> None:
+        self._deliver, self._fail = deliver, fail
+        if self._http is None:
+            self._http = self.http_client_factory() if self.http_client_factory else \
+                httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
+
+    def negotiated(self, protocol_version: str) -> None:
+        self.protocol_version = protocol_version
+
+    async def close(self) -> None:
+        """DELETE the session (404 and 405 count as done), then forget it."""
+        for task in list(self._tasks):
+            task.cancel()
+        try:
+            if self.session_id and self._http is not None:
+                response = await self._http.delete(self.url, headers=self._headers())
+                if response.status_code not in (200, 202, 204, 404, 405):
+                    raise self._status_error(response, response.text)
+        finally:
+            self.session_id = None
+            self.protocol_version = None
+            if self._http is not None:
+                await self._http.aclose()
+                self._http = None
+
+    def _headers(self, accept: str = "application/json, text/event-stream") -> dict[str, str]:
+        headers = {"accept": accept, **self.headers}
+        if self.session_id:
+            headers["mcp-session-id"] = self.session_id
+        if self.protocol_version:
+            headers["mcp-protocol-version"] = self.protocol_version
+        return headers
+
+    # Sending ---------------------------------------------------------------------------------
+    async def send(self, message: dict) -> None:
+        if self._http is None:
+            raise NotConnectedError("call connect() before sending")
+        headers = {**self._headers(), "content-type": "application/json"}
+        request = self._http.build_request("POST", self.url, content=jsonrpc.encode(message), headers=headers)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"POST {self.url} failed: {exc}") from exc
+        try:
+            await self._answered(message, response)
+        except BaseException:
+            await response.aclose()
+            raise
+
+    async def _answered(self, message: dict, response: httpx.Response) -> None:
+        if message.get("method") == methods.INITIALIZE and response.headers.get("mcp-session-id"):
+            self.session_id = response.headers["mcp-session-id"]
+        status = response.status_code
+        if status == 202:
+            await response.aclose()
+            return
+        if status >= 400:
+            body = (await self._read_capped(response)).decode("utf-8", "replace")
+            raise self._status_error(response, body)
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "text/event-stream":
+            self._spawn(self._stream(response, message.get("id")))
+            return
+        body = await self._read_capped(response)
+        if body.strip():
+            try:
+                payload = json.loads(body)
+            except ValueError as exc:
+                raise TransportError(f"the server sent a body that is not JSON: {body[:200]!r}") from exc
+            await self._deliver(payload)
+
+    def _status_error(self, response: httpx.Response, body: str) -> HTTPStatusError:
+        status = response.status_code
+        if status == 404 and self.session_id:
+            self.session_id = None
+            return SessionExpiredError(404, "the session expired or was deleted; connect again", body)
+        cls = STATUS_ERRORS.get(status, HTTPStatusError)
+        return cls(status, response.reason_phrase or "error", body)
+
+    async def _read_capped(self, response: httpx.Response) -> bytes:
+        chunks, size = [], 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_message_bytes:
+                await response.aclose()
+                raise TransportError(f"a response from the server exceeds max_message_bytes "
+                                     f"({self.max_message_bytes})")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # SSE streams -----------------------------------------------------------------------------
+    async def _stream(self, response: httpx.Response, request_id: Any) -> None:
+        """Read a POST's SSE stream; resume it with GET + Last-Event-ID if it ends too soon."""
+        parser = SSEParser(self.max_message_bytes)
+        deadline = time.monotonic() + self.max_reconnection_wait
+        attempts = 0
+        while True:
+            try:
+                if await self._read_events(response, parser, request_id):
+                    return
+            except TransportError as exc:
+                self._fail(exc, request_id)
+                return
+            except httpx.HTTPError:
+                pass  # dropped: resume below
+            finally:
+                await response.aclose()
+            if parser.last_event_id is None or attempts >= MAX_RESUME_ATTEMPTS:
+                self._fail(TransportError("the server closed the response stream before answering"),
+                           request_id)
+                return
+            attempts += 1
+            try:
+                response = await self._resume(parser, deadline)
+            except TransportError as exc:
+                self._fail(exc, request_id)
+                return
+
+    async def _read_events(self, response: httpx.Response, parser: SSEParser, request_id: Any) -> bool:
+        """True once the answer to ``request_id`` went by (or, with no id, the stream ended)."""
+        answered = False
+        async for chunk in response.aiter_bytes():
+            for event in parser.feed(chunk):
+                if not event.data:
+                    continue  # a priming event: an id to resume from, nothing to deliver
+                try:
+                    message = json.loads(event.data)
+                except ValueError as exc:
+                    raise TransportError(f"an SSE event is not JSON: {event.data[:200]!r}") from exc
+                await self._deliver(message)
+                if isinstance(message, dict) and "method" not in message and \
+                        message.get("id") == request_id:
+                    answered = True
+        return answered or request_id is None
+
+    async def _resume(self, parser: SSEParser, deadline: float) -> httpx.Response:
+        """Wait the server's ``retry:`` (never less), then GET with ``Last-Event-ID``."""
+        wait = max(MIN_RETRY_MS, parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS) / 1000
+        remaining = deadline - time.monotonic()
+        if wait > remaining:
+            raise TransportError(f"resuming would need {wait:.1f} s, past max_reconnection_wait")
+        await asyncio.sleep(wait)
+        headers = {**self._headers("text/event-stream"), "last-event-id": parser.last_event_id}
+        timeout = httpx.Timeout(self.timeout, read=max(0.1, deadline - time.monotonic()))
+        request = self._http.build_request("GET", self.url, headers=headers, timeout=timeout)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"resuming the stream failed: {exc}") from exc
+        if response.status_code != 200:
+            body = (await self._read_capped(response)).decode("utf-8", "replace")
+            raise self._status_error(response, body)
+        return response
+
+    async def start_listening(self) -> None:
+        """Open the session's GET stream in the background, for requests the server sends."""
+        self._spawn(self._listen())
+
+    async def _listen(self) -> None:
+        parser = SSEParser(self.max_message_bytes)
+        while self._http is not None and self.session_id:
+            headers = self._headers("text/event-stream")
+            if parser.last_event_id:
+                headers["last-event-id"] = parser.last_event_id
+            timeout = httpx.Timeout(self.timeout, read=LISTEN_READ_TIMEOUT)
+            try:
+                async with self._http.stream("GET", self.url, headers=headers, timeout=timeout) as response:
+                    if response.status_code in (405, 404, 409):
+                        return  # no listening stream here (or one is open already)
+                    if response.status_code != 200:
+                        return
+                    await self._read_events(response, parser, None)
+            except (httpx.HTTPError, TransportError):
+                pass
+            wait = max(MIN_RETRY_MS, parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS)
+            await asyncio.sleep(wait / 1000)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def __repr__(self) -> str:
+        return f"<HTTPTransport {self.url}>"
+

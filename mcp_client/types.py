@@ -1,0 +1,125 @@
+"""Small typed views of what servers send back; ``raw`` keeps the whole wire object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str | None = None
+    description: str | None = None
+    input_schema: dict = field(default_factory=dict)
+    output_schema: dict | None = None
+    annotations: dict | None = None
+    icons: list | None = None
+    meta: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict) -> Tool:
+        return cls(
+            name=data["name"], title=data.get("title"), description=data.get("description"),
+            input_schema=data.get("inputSchema") or {}, output_schema=data.get("outputSchema"),
+            annotations=data.get("annotations"), icons=data.get("icons"), meta=data.get("_meta"),
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list = field(default_factory=list)
+    meta: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict) -> Prompt:
+        return cls(name=data["name"], title=data.get("title"), description=data.get("description"),
+                   arguments=data.get("arguments") or [], meta=data.get("_meta"), raw=data)
+
+
+@dataclass(frozen=True)
+class Resource:
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    meta: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict) -> Resource:
+        return cls(uri=data["uri"], name=data.get("name", ""), title=data.get("title"),
+                   description=data.get("description"), mime_type=data.get("mimeType"),
+                   size=data.get("size"), meta=data.get("_meta"), raw=data)
+
+
+@dataclass(frozen=True)
+class ResourceTemplate:
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    meta: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict) -> ResourceTemplate:
+        return cls(uri_template=data["uriTemplate"], name=data.get("name", ""),
+                   title=data.get("title"), description=data.get("description"),
+                   mime_type=data.get("mimeType"), meta=data.get("_meta"), raw=data)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list result: ``items``, the cursor of the next page (None on the last)."""
+
+    items: list
+    next_cursor: str | None = None
+    meta: dict | None = None
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+
+    # The names the Ruby SDK uses for each list's items.
+    @property
+    def tools(self) -> list:
+        return self.items
+
+    @property
+    def prompts(self) -> list:
+        return self.items
+
+    @property
+    def resources(self) -> list:
+        return self.items
+
+    @property
+    def resource_templates(self) -> list:
+        return self.items
+
+
+@dataclass(frozen=True)
+class CallToolResult:
+    content: list
+    is_error: bool = False
+    structured_content: Any = None
+    meta: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict) -> CallToolResult:
+        return cls(content=data.get("content") or [], is_error=bool(data.get("isError", False)),
+                   structured_content=data.get("structuredContent"), meta=data.get("_meta"), raw=data)
+
+    @property
+    def text(self) -> str:
+        """The text blocks of the content, joined."""
+        return "\n".join(block.get("text", "") for block in self.content if block.get("type") == "text")

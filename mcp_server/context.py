@@ -120,6 +120,20 @@ class ServerContext(Mapping):
         return self._io(self._send(methods.NOTIFICATIONS_ELICITATION_COMPLETE,
                                    {"elicitationId": elicitation_id}, related=False))
 
+    # The response stream of the request being served.
+    def close_sse_stream(self, retry_ms: int = 1000) -> Any:
+        """End this request's SSE stream now, while the handler goes on (SEP-1699 polling).
+
+        The stream gets a last event carrying ``retry: retry_ms``; the client reconnects after
+        that many milliseconds with ``GET`` and ``Last-Event-ID`` (to any process) and receives
+        what the handler sends from now on, the result included, from the event store. Returns
+        True when a stream was closed; False where there is none to close (stdio, JSON responses,
+        a revision before 2025-11-25, whose clients do not expect it, or a stream already gone).
+        """
+        if isinstance(retry_ms, bool) or not isinstance(retry_ms, int) or retry_ms < 0:
+            raise ValueError(f"retry_ms must be a non-negative integer, not {retry_ms!r}")
+        return self._io(self.session.close_request_stream(self.request_id, retry_ms))
+
     # Requests to the client, tied to the request being served (SEP-2260). Each waits at most
     # ``timeout`` seconds (default: the transport's server_to_client_request_timeout).
     def list_roots(self, timeout: float | None = None) -> Any:

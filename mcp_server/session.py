@@ -109,6 +109,14 @@ class ServerSession:
             )
             return False
 
+    async def close_request_stream(self, request_id: Any, retry_ms: int) -> bool:
+        """End the response stream of ``request_id`` early, if the transport has such streams
+        (Streamable HTTP's ``close_stream``); False otherwise."""
+        close = getattr(self.outbound, "close_stream", None)
+        if close is None:
+            return False
+        return await close(request_id, retry_ms=retry_ms)
+
     async def request(self, method: str, params: dict | None = None, *,
                       related_request_id: Any = None, timeout: float | None = None,
                       cancellation: Cancellation | None = None) -> Any:

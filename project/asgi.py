@@ -12,6 +12,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_application = get_asgi_application()
 
 # Imported after Django is set up.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
@@ -19,7 +20,8 @@ from mcp_server.asgi import streamable_http_app  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": URLRouter([
-        path("mcp", streamable_http_app()),
+        # The session cookie's user, if any, owns the MCP sessions it opens.
+        path("mcp", AuthMiddlewareStack(streamable_http_app())),
         re_path(r"", django_application),
     ]),
 })

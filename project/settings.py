@@ -73,7 +73,9 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # A process channel carries every cancel, answer and delivery for that process.
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 10_000},
+            # The socket timeout must outlast the layer's 5 s blocking read (BZPOPMIN): redis-py 8
+            # made it 5 s by default, and every idle receive then fails (channels_redis #422).
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 10_000},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",

@@ -6,6 +6,7 @@ using them need ``@pytest.mark.django_db(transaction=True)`` or the ``live_datab
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -50,7 +51,7 @@ class DaphneServer:
     """``daphne project.asgi:application`` on 127.0.0.1, with test settings."""
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
-                 log_path: Path | None = None):
+                 log_path: Path | None = None, application: str = "project.asgi:application"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path or Path(f"/tmp/mcp-daphne-{self.port}.log")
@@ -66,7 +67,7 @@ class DaphneServer:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-             "project.asgi:application"],
+             application],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         self._wait_until_listening()
@@ -277,6 +278,7 @@ class Listener:
         if last_event_id is not None:
             headers["last-event-id"] = last_event_id
         self._http = httpx.Client(timeout=httpx.Timeout(30.0, read=None))
+        self._response: httpx.Response | None = None
         self._thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
         self._thread.start()
         assert self.opened.wait(15), "the GET stream did not open"
@@ -284,6 +286,7 @@ class Listener:
     def _read(self, url: str, headers: dict) -> None:
         try:
             with self._http.stream("GET", url, headers=headers) as response:
+                self._response = response
                 self.status = response.status_code
                 self.opened.set()
                 if response.status_code != 200:
@@ -303,5 +306,13 @@ class Listener:
         return self.events.get(timeout=timeout)
 
     def close(self) -> None:
+        """Drop the connection, as a client that goes away does."""
+        response = self._response
+        stream = response.extensions.get("network_stream") if response is not None else None
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            # Closing the client alone does not wake a thread blocked reading the socket.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._http.close()
         self._thread.join(5)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.http.request import split_domain_port, validate_host
 
 from mcp_protocol import versions
+from mcp_protocol.errors import HEADER_MISMATCH
 
 from .errors import HTTPError
 
@@ -105,3 +109,39 @@ def check_protocol_version(request: Request) -> str:
             data={"supported": list(versions.HANDSHAKE_VERSIONS), "requested": version},
         )
     return version
+
+
+# The body parameter that ``Mcp-Name`` mirrors, per method (SEP-2243).
+NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
+
+
+def check_standard_headers(request: Request, method: str | None, params: Any, request_id: Any) -> None:
+    """``Mcp-Method`` and ``Mcp-Name``, when sent, must say what the body says (SEP-2243).
+
+    The handshake era does not require them (only 2026-07-28 does), but a client that sends them
+    and disagrees with itself is refused, so intermediaries that route on them can be trusted.
+    """
+    header_method = request.header("mcp-method")
+    if header_method is not None and header_method.strip() != method:
+        raise HTTPError(400, f"Header mismatch: Mcp-Method header value {header_method!r} does not "
+                        f"match body value {method!r}", code=HEADER_MISMATCH, request_id=request_id)
+    header_name = request.header("mcp-name")
+    name_param = NAME_PARAMS.get(method or "")
+    if header_name is None or name_param is None:
+        return
+    value = decode_header_value(header_name.strip())
+    body_value = params.get(name_param) if isinstance(params, dict) else None
+    if value is None or value != body_value:
+        raise HTTPError(400, f"Header mismatch: Mcp-Name header value {header_name!r} does not match "
+                        f"body value {body_value!r}", code=HEADER_MISMATCH, request_id=request_id)
+
+
+def decode_header_value(value: str) -> str | None:
+    """A header value, decoded from the ``=?base64?...?=`` form; None when that cannot be decoded."""
+    if not (value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX)):
+        return value
+    try:
+        return base64.b64decode(value[len(BASE64_PREFIX):-len(BASE64_SUFFIX)], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None

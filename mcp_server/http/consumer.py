@@ -47,7 +47,10 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         self.receive = receive
         request = Request(scope)
         try:
-            await self.transport.ensure_runtime()
+            if not self.transport.stateless:
+                # A stateless transport has no streams to route to, and may be built per request
+                # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
+                await self.transport.ensure_runtime()
             if self.transport.dns_rebinding_protection:
                 check_host_and_origin(request, self.transport.allowed_hosts,
                                       self.transport.allowed_origins)

@@ -36,8 +36,8 @@ def parse_event_id(value: str) -> tuple[str, int] | None:
 
 class EventStore(Protocol):
     async def append(self, session_id: str | None, stream: str, message: dict,
-                     level: str = "") -> int:
-        """Store one event; returns its sequence number."""
+                     level: str = "") -> int | None:
+        """Store one event; returns its sequence number, or None when the session is gone."""
 
     async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
         """The events of ``stream`` after ``after``: ``(sequence, message, level)`` in order.
@@ -52,16 +52,25 @@ class DatabaseEventStore:
     """Events as rows of ``mcp_server.StreamEvent``."""
 
     async def append(self, session_id: str | None, stream: str, message: dict,
-                     level: str = "") -> int:
+                     level: str = "") -> int | None:
         return await run_in_thread(self._append, session_id, stream, message, level)
 
     @staticmethod
-    def _append(session_id: str | None, stream: str, message: dict, level: str) -> int:
+    def _append(session_id: str | None, stream: str, message: dict, level: str) -> int | None:
+        from django.db import IntegrityError
+
         from ..models import StreamEvent
 
-        return StreamEvent.objects.create(
-            session_id=session_id, stream=stream, message=message, level=level
-        ).pk
+        try:
+            return StreamEvent.objects.create(
+                session_id=session_id, stream=stream, message=message, level=level
+            ).pk
+        except IntegrityError:
+            if session_id is None:
+                raise
+            # The session was deleted (DELETE, expiry) while one of its requests still ran in
+            # some process: nobody will read this event, and that is not a failure.
+            return None
 
     async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
         return await run_in_thread(self._replay, session_id, stream, after)

@@ -29,7 +29,10 @@ class ListenStream:
         # For a resumed POST stream: the id of its request, whose response ends the stream.
         self.final_id = final_id
         self._queue: asyncio.Queue[tuple[int, dict, str] | None] = asyncio.Queue()
-        self._last = 0
+        # Live events do not arrive in sequence order (concurrent broadcasts, say), so an event is
+        # skipped only when the client had it (at or before Last-Event-ID) or the replay wrote it.
+        self._after = 0
+        self._replayed: set[int] = set()
         self._done = False
 
     def push(self, sequence: int, message: dict, level: str = "") -> None:
@@ -41,11 +44,12 @@ class ListenStream:
     async def run(self, after: int | None) -> None:
         """Replay the events after ``after`` (if resuming), then write live ones until closed."""
         if after is not None:
-            self._last = after
+            self._after = after
             for sequence, message, level in await self.transport.events.replay(
                 self.session_id, self.stream, after
             ):
-                if not await self._write(sequence, message, level) or self._done:
+                self._replayed.add(sequence)
+                if not await self._emit(sequence, message, level) or self._done:
                     return
         interval = self.transport.keepalive_interval
         while not self._done and not self.sse.closed:
@@ -62,9 +66,11 @@ class ListenStream:
                 return
 
     async def _write(self, sequence: int, message: dict, level: str) -> bool:
-        if sequence <= self._last:
-            return True  # replayed already
-        self._last = sequence
+        if sequence <= self._after or sequence in self._replayed:
+            return True  # the client has it already
+        return await self._emit(sequence, message, level)
+
+    async def _emit(self, sequence: int, message: dict, level: str) -> bool:
         if level and not await self._level_passes(level):
             return True
         written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))

@@ -9,7 +9,13 @@ from mcp_protocol.errors import INVALID_REQUEST, PARSE_ERROR
 
 from ..session import ServerSession
 from .authorization import authorize, session_of
-from .checks import Request, check_content_type, check_post_accept, check_protocol_version
+from .checks import (
+    Request,
+    check_content_type,
+    check_post_accept,
+    check_protocol_version,
+    check_standard_headers,
+)
 from .errors import HTTPError
 from .event_store import event_id, post_stream
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
@@ -31,6 +37,8 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
+    if incoming.kind in ("request", "notification"):
+        check_standard_headers(request, incoming.method, incoming.params, incoming.id)
     if transport.stateless:
         await _stateless(consumer, incoming)
     elif incoming.kind == "request" and incoming.method == methods.INITIALIZE:

@@ -136,6 +136,13 @@ class Runtime:
             if owner == session_id:
                 cancellation.cancel("session closed")
 
+    def close_all(self, reason: str) -> None:
+        """End every stream this process writes and stop its requests (the transport closes)."""
+        for stream in list(self.streams.values()):
+            stream.close()
+        for cancellation in list(self.in_flight.values()):
+            cancellation.cancel(reason)
+
     # Housekeeping ----------------------------------------------------------------------------
     async def _housekeeping(self) -> None:
         transport = self.transport

@@ -77,11 +77,16 @@ class PostOutbound:
         self.request_id = request_id
         self.sse = sse
         self.stream = post_stream(request_id)
+        # The sequence of the last event written on the stream (0: the priming event).
+        self.last_sequence = 0
 
     async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
-        if related_request_id is None or related_request_id != self.request_id:
-            return await self.transport.deliver(self.record.id, GET_STREAM, message)
         is_request = "id" in message and "method" in message
+        if related_request_id is None or related_request_id != self.request_id:
+            if is_request:
+                # The client's answer may be POSTed to any process: say which one waits for it.
+                await self.transport.expect_answer(self.record.id, message["id"])
+            return await self.transport.deliver(self.record.id, GET_STREAM, message)
         if self.sse is None:
             if is_request:
                 raise DeliveryError(
@@ -97,10 +102,29 @@ class PostOutbound:
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
         sequence = await self.transport.events.append(self.record.id, self.stream, message)
+        if sequence is None:
+            return False  # the session was deleted meanwhile
         if await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence)):
+            self.last_sequence = max(self.last_sequence, sequence)
             return True
         await self.transport.hand_over(self.record.id, self.stream, sequence, message)
         return False
+
+    async def close_stream(self, request_id: Any, *, retry_ms: int) -> bool:
+        """End this request's SSE stream before its response (SEP-1699 polling).
+
+        A last event repeats the id the client saw last and carries ``retry``; what the handler
+        sends afterwards is stored and reaches the client when it resumes the stream with GET
+        and Last-Event-ID, on any process (see :meth:`write`). Only from 2025-11-25, whose
+        clients expect a POST stream to end early; older sessions keep theirs.
+        """
+        if request_id != self.request_id or self.sse is None or self.sse.closed:
+            return False
+        if self.record.protocol_version < "2025-11-25":
+            return False
+        await self.sse.event("", event_id(self.stream, self.last_sequence), retry_ms=retry_ms)
+        await self.sse.finish()
+        return True
 
 
 class DroppingOutbound:

@@ -96,7 +96,7 @@ class SessionStore:
             return None
         if idle_timeout is not None and \
                 row.last_activity < timezone.now() - datetime.timedelta(seconds=idle_timeout):
-            row.delete()
+            SessionStore._delete_rows([row.pk])
             return None
         return SessionRecord(
             id=row.id, protocol_version=row.protocol_version, client_info=row.client_info,
@@ -128,10 +128,7 @@ class SessionStore:
 
     @staticmethod
     def _delete_row(session_id: str) -> bool:
-        from ..models import Session
-
-        deleted, _ = Session.objects.filter(pk=session_id).delete()
-        return deleted > 0
+        return SessionStore._delete_rows([session_id]) > 0
 
     async def count(self) -> int:
         from ..models import Session
@@ -173,7 +170,22 @@ class SessionStore:
         return list(Session.objects.filter(last_activity__lt=cutoff).values_list("pk", flat=True))
 
     @staticmethod
-    def _delete_rows(session_ids: list[str]) -> None:
+    def _delete_rows(session_ids: list[str]) -> int:
+        """Delete sessions with their subscriptions and stored events; returns how many.
+
+        The rows are locked first, because a request of the session may still be running in
+        some process and storing events: one stored before the lock goes with the session, one
+        stored after waits for the delete and then fails (the event store takes that as "session
+        gone"). Without the lock, an event stored between Django collecting the session's events
+        and deleting the session fails the delete instead.
+        """
+        from django.db import transaction
+
         from ..models import Session
 
-        Session.objects.filter(pk__in=session_ids).delete()
+        with transaction.atomic():
+            locked = list(Session.objects.select_for_update().filter(pk__in=session_ids)
+                          .order_by("pk").values_list("pk", flat=True))
+            if locked:
+                Session.objects.filter(pk__in=locked).delete()
+        return len(locked)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from mcp_protocol import methods
@@ -84,6 +86,9 @@ class StreamableHTTPTransport:
         self.subscriptions = SubscriptionStore()
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
         self._background: set[asyncio.Task] = set()
+        self._publish_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         server.transport = self
 
     @property
@@ -139,6 +144,20 @@ class StreamableHTTPTransport:
         value = f"{self.runtime.channel_key}|{token}"
         await self.state.delete(self._stream_key(session_id, stream), expected=value)
 
+    def _publishing(self) -> asyncio.Lock:
+        """Held while an event is stored and sent, one event at a time per event loop.
+
+        ``server.notify_*`` sends each event from a task of its own and stores it on a worker
+        thread; without this, events emitted one after the other could be numbered, or reach a
+        stream, in another order (a log message at each level arriving shuffled, and a client
+        resuming after the last id it saw getting the ones it had again).
+        """
+        loop = asyncio.get_running_loop()
+        lock = self._publish_locks.get(loop)
+        if lock is None:
+            lock = self._publish_locks[loop] = asyncio.Lock()
+        return lock
+
     async def deliver(self, session_id: str, stream: str, message: dict, level: str = "") -> bool:
         """Store an event of one of a session's streams, then hand it to whoever holds it.
 
@@ -146,8 +165,11 @@ class StreamableHTTPTransport:
         client when it resumes the stream.
         """
         runtime = await self.ensure_runtime()
-        sequence = await self.events.append(session_id, stream, message, level)
-        return await self.hand_over(session_id, stream, sequence, message, level, runtime)
+        async with self._publishing():
+            sequence = await self.events.append(session_id, stream, message, level)
+            if sequence is None:
+                return False  # the session is gone
+            return await self.hand_over(session_id, stream, sequence, message, level, runtime)
 
     async def hand_over(self, session_id: str, stream: str, sequence: int, message: dict,
                         level: str = "", runtime: Runtime | None = None) -> bool:
@@ -191,7 +213,18 @@ class StreamableHTTPTransport:
 
     async def close_session(self, session_id: str) -> None:
         """End the session's streams and requests in every process."""
-        await self.runtime.send_to_all({"type": "mcp.close", "session_id": session_id})
+        await self._tell_every_process({"type": "mcp.close", "session_id": session_id})
+
+    async def _tell_every_process(self, message: dict) -> None:
+        """Through the channel layer's group of processes; works where no runtime runs too
+        (a management command, a Celery task)."""
+        layer = get_channel_layer()
+        if layer is not None:
+            await layer.group_send(RUNTIME_GROUP, message)
+            return
+        runtime = self._runtimes.get(asyncio.get_running_loop())
+        if runtime is not None:
+            await runtime.send_to_all(message)
 
     # Server-wide notifications (``server.notify_*``) --------------------------------------------
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
@@ -204,18 +237,10 @@ class StreamableHTTPTransport:
         return True
 
     async def broadcast_async(self, message: dict, level: str | None = None) -> bool:
-        from channels.layers import get_channel_layer
-
-        sequence = await self.events.append(None, BROADCAST_STREAM, message, level or "")
-        event = {"type": "mcp.broadcast", "sequence": sequence, "message": message,
-                 "level": level or ""}
-        layer = get_channel_layer()
-        if layer is not None:
-            await layer.group_send(RUNTIME_GROUP, event)
-        else:
-            runtime = self._runtimes.get(asyncio.get_running_loop())
-            if runtime is not None:
-                await runtime.send_to_all(event)
+        async with self._publishing():
+            sequence = await self.events.append(None, BROADCAST_STREAM, message, level or "")
+            await self._tell_every_process({"type": "mcp.broadcast", "sequence": sequence,
+                                            "message": message, "level": level or ""})
         return True
 
     def notify_resource_updated(self, uri: str) -> bool:
@@ -256,8 +281,18 @@ class StreamableHTTPTransport:
         await self.events.purge(datetime.timedelta(seconds=self.event_retention))
         return expired
 
-    async def close(self) -> None:
-        """Stop this process's background work (tests, shutdown hooks)."""
-        runtime = self._runtimes.pop(asyncio.get_running_loop(), None)
-        if runtime is not None:
-            await runtime.stop()
+    async def close(self, timeout: float = 5.0) -> None:
+        """Close this process's part (tests, shutdown hooks): its open streams end, its in-flight
+        requests are cancelled (so they send nothing), then its background work (the reaper)
+        stops. Sessions stay: they are rows, which any other process goes on serving."""
+        loop = asyncio.get_running_loop()
+        runtime = self._runtimes.get(loop)
+        if runtime is None:
+            return
+        runtime.close_all("server closing")
+        # Wait (bounded) for them to finish: they still use the runtime to release their claims.
+        deadline = loop.time() + timeout
+        while (runtime.streams or runtime.in_flight) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        self._runtimes.pop(loop, None)
+        await runtime.stop()

@@ -108,3 +108,22 @@ async def wait_for_cancel(server_context: ServerContext, limit: float = 10.0) ->
     _record(f"wait_for_cancel of request {server_context.request_id!r} saw the cancellation: "
             f"{server_context.cancellation.reason}")
     return "stopped early"
+
+
+@mcp_server.tool
+async def define_extra_tool(name: str) -> str:
+    """Register a tool named ``name`` on this process's server, then tell every session.
+
+    Each process has its own in-memory registry: only the notification crosses processes.
+    """
+    server = mcp_server.get_server()
+    server.define_tool(lambda args: name, name=name, description="Defined at run time")
+    server.notify_tools_list_changed()
+    return f"defined {name}"
+
+
+@mcp_server.tool
+async def touch_resource(uri: str) -> str:
+    """``server.notify_resources_updated(uri)``: every subscribed session hears of it."""
+    sent = mcp_server.get_server().notify_resources_updated(uri)
+    return f"sent={sent}"

@@ -1,0 +1,472 @@
+"""Run the official MCP conformance suite (npm @modelcontextprotocol/conformance) against our server.
+
+    conformance/run                    # one process (SQLite, in-memory channel layer)
+    conformance/run --two-processes    # and again: two processes on PostgreSQL + Redis behind a
+                                       # round-robin proxy (always on when CI is set)
+    conformance/run --scenario server-sse-polling --suite 0.1   # one scenario, for debugging
+
+It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
+free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
+and the 2025-11-25 server scenarios of the 0.2.0 alpha, and prints one line per scenario and a
+final `N passed, M failed`. A scenario passes when none of its checks is a FAILURE or a WARNING.
+It exits non-zero on a failure not listed in conformance/expected-failures.yml, and on a listed
+scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md and
+the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
+Every wait is bounded. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PACKAGE = "@modelcontextprotocol/conformance"
+SHIM = HERE / "node" / "fs-globsync.mjs"
+EXPECTED_FAILURES = HERE / "expected-failures.yml"
+RESULTS_MD = HERE / "RESULTS.md"
+README = ROOT / "README.md"
+README_START, README_END = "<!-- conformance-results:start -->", "<!-- conformance-results:end -->"
+
+INSTALL_TIMEOUT = 600
+LIST_TIMEOUT = 60
+SUITE_TIMEOUT = 300
+START_TIMEOUT = 90
+STOP_TIMEOUT = 10
+
+# The Redis database and PostgreSQL database the two-process layout uses (made afresh each run).
+REDIS_URL = os.environ.get("CONFORMANCE_REDIS_URL", "redis://127.0.0.1:6379/8")
+POSTGRES_ADMIN_URL = os.environ.get("CONFORMANCE_POSTGRES_URL") or os.environ.get(
+    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+POSTGRES_DATABASE = "mcp_conformance"
+
+
+@dataclass
+class Suite:
+    key: str              # the folder conformance/suite-<key>
+    spec_version: str | None  # only the scenarios of this revision (None: all of them)
+
+    @property
+    def folder(self) -> Path:
+        return HERE / f"suite-{self.key}"
+
+    @property
+    def version(self) -> str:
+        manifest = json.loads((self.folder / "package.json").read_text())
+        return manifest["dependencies"][PACKAGE]
+
+    @property
+    def installed_version(self) -> str | None:
+        manifest = self.folder / "node_modules" / PACKAGE / "package.json"
+        return json.loads(manifest.read_text())["version"] if manifest.exists() else None
+
+    def cli(self) -> list[str]:
+        # The preload gives the bundle the fs.globSync of Node 22 on Node 20 (a no-op on 22+).
+        bundle = self.folder / "node_modules" / PACKAGE / "dist" / "index.js"
+        return ["node", "--import", SHIM.as_uri(), str(bundle)]
+
+    def selection(self) -> list[str]:
+        return ["--suite", "all"] + (["--spec-version", self.spec_version] if self.spec_version else [])
+
+
+SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25")]
+
+
+@dataclass
+class Layout:
+    key: str
+    label: str
+    processes: int
+
+
+ONE = Layout("one-process", "one process", 1)
+TWO = Layout("two-processes", "two processes", 2)
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    passed: bool
+    problems: list[str] = field(default_factory=list)
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def note(text: str) -> None:
+    print(f"conformance: {text}", file=sys.stderr, flush=True)
+
+
+# Installing ---------------------------------------------------------------------------------
+def install(suite: Suite) -> None:
+    if suite.installed_version == suite.version:
+        return
+    note(f"installing {PACKAGE}@{suite.version} in {suite.folder.relative_to(ROOT)} (npm ci)")
+    for attempt in (1, 2):  # a second try for a registry hiccup
+        try:
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                           cwd=suite.folder, check=True, timeout=INSTALL_TIMEOUT)
+            break
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            if attempt == 2:
+                raise
+    if suite.installed_version != suite.version:
+        raise RuntimeError(f"npm ci installed {suite.installed_version}, not {suite.version}")
+
+
+def scenarios_of(suite: Suite) -> list[str]:
+    command = [*suite.cli(), "list", "--server"]
+    if suite.spec_version:
+        command += ["--spec-version", suite.spec_version]
+    listing = subprocess.run(command, capture_output=True, text=True, check=True, timeout=LIST_TIMEOUT)
+    names = re.findall(r"^\s+- (\S+)", listing.stdout, re.MULTILINE)
+    if not names:
+        raise RuntimeError(f"{suite.version} listed no server scenarios:\n{listing.stdout}{listing.stderr}")
+    return names
+
+
+def expected_failures() -> set[str]:
+    """The ``server:`` list of expected-failures.yml (a flat YAML list, read without PyYAML)."""
+    names, section = set(), None
+    for raw in EXPECTED_FAILURES.read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line:
+            continue
+        if not line.startswith((" ", "-")):
+            section, _, rest = line.partition(":")
+            section = section.strip()
+            rest = rest.strip()
+            if section == "server" and rest.startswith("[") and rest.endswith("]"):
+                names |= {n.strip().strip("'\"") for n in rest[1:-1].split(",") if n.strip()}
+        elif section == "server" and line.strip().startswith("- "):
+            names.add(line.strip()[2:].strip().strip("'\""))
+    return names
+
+
+# Processes ----------------------------------------------------------------------------------
+class Processes:
+    """What this run started; each is its own process group, ended by its id."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[subprocess.Popen, object]] = []
+
+    def start(self, command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        self.started.append((process, out))
+        return process
+
+    def stop(self) -> None:
+        for process, _ in self.started:
+            if process.poll() is None:
+                with _suppress():
+                    os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for process, out in self.started:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with _suppress():
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(STOP_TIMEOUT)
+            out.close()
+        self.started.clear()
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return exc[0] is not None and issubclass(exc[0], (ProcessLookupError, PermissionError))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(port: int, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the process on port {port} exited with {process.returncode}; see {log}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing answered /health on port {port} within {START_TIMEOUT} s; see {log}")
+
+
+def server_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(extra)
+    return env
+
+
+def fresh_services() -> dict[str, str]:
+    """A new PostgreSQL database and an empty Redis database for the two-process layout."""
+    python = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() \
+        else sys.executable
+    script = (
+        "import sys, psycopg, redis\n"
+        "admin, name, redis_url = sys.argv[1:]\n"
+        "with psycopg.connect(admin, autocommit=True) as db:\n"
+        "    db.execute(f'DROP DATABASE IF EXISTS {name} WITH (FORCE)')\n"
+        "    db.execute(f'CREATE DATABASE {name}')\n"
+        "redis.Redis.from_url(redis_url).flushdb()\n"
+    )
+    try:
+        subprocess.run([python, "-c", script, POSTGRES_ADMIN_URL, POSTGRES_DATABASE, REDIS_URL],
+                       check=True, timeout=60)
+    except subprocess.SubprocessError:
+        raise RuntimeError(f"the two-process layout needs PostgreSQL ({POSTGRES_ADMIN_URL}) and Redis "
+                           f"({REDIS_URL}); preparing them failed (above)") from None
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    return {"DATABASE_URL": f"{base}/{POSTGRES_DATABASE}", "REDIS_URL": REDIS_URL}
+
+
+def start_layout(layout: Layout, processes: Processes, logs: Path) -> tuple[str, Path | None]:
+    """Start the layout's servers (and proxy); returns the MCP URL and the proxy's request log."""
+    if layout.processes == 1:
+        database = logs / "db.sqlite3"
+        env = server_env({"CONFORMANCE_SQLITE": str(database)})
+        port = free_port()
+        log = logs / "server.log"
+        server = processes.start([str(HERE / "server"), "--port", str(port)], log, env)
+        wait_healthy(port, server, log)
+        return f"http://localhost:{port}/mcp", None
+    env = server_env(fresh_services())
+    upstreams = []
+    for number in range(1, layout.processes + 1):
+        port = free_port()
+        log = logs / f"server-{number}.log"
+        # One after the other: the first migrates the fresh database, the next finds it done.
+        server = processes.start([str(HERE / "server"), "--port", str(port)], log, env)
+        wait_healthy(port, server, log)
+        upstreams.append(port)
+    port = free_port()
+    requests_log = logs / "proxy-requests.log"
+    command = [sys.executable, str(HERE / "proxy.py"), "--port", str(port), "--log", str(requests_log)]
+    for upstream in upstreams:
+        command += ["--upstream", f"127.0.0.1:{upstream}"]
+    proxy = processes.start(command, logs / "proxy.log", os.environ.copy())
+    for _ in upstreams:  # through the proxy to every server
+        wait_healthy(port, proxy, logs / "proxy.log")
+    return f"http://localhost:{port}/mcp", requests_log
+
+
+# Running a suite ----------------------------------------------------------------------------
+TIMESTAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+
+
+def run_suite(suite: Suite, url: str, out: Path, log: Path,
+              only: str | None) -> tuple[int, dict[str, Outcome]]:
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    command = [*suite.cli(), "server", "--url", url, *(["--scenario", only] if only else suite.selection()),
+               "--expected-failures", str(EXPECTED_FAILURES), "-o", str(out)]
+    with open(log, "w") as output:
+        try:
+            code = subprocess.run(command, cwd=HERE, stdout=output, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, timeout=SUITE_TIMEOUT).returncode
+        except subprocess.TimeoutExpired:
+            note(f"{suite.version} did not finish within {SUITE_TIMEOUT} s; see {log}")
+            code = -1
+    outcomes: dict[str, Outcome] = {}
+    for folder in sorted(out.iterdir()):
+        checks_file = folder / "checks.json"
+        if not folder.name.startswith("server-") or not checks_file.exists():
+            continue
+        scenario = TIMESTAMP.sub("", folder.name.removeprefix("server-"))
+        checks = json.loads(checks_file.read_text())
+        problems = [f"{c.get('status')} {c.get('id')}: {c.get('errorMessage') or c.get('description')}"
+                    for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+        previous = outcomes.get(scenario)
+        outcome = Outcome(scenario, not problems and bool(checks), problems or
+                          ([] if checks else ["no checks recorded"]))
+        if previous is not None:
+            outcome = Outcome(scenario, previous.passed and outcome.passed,
+                              previous.problems + outcome.problems)
+        outcomes[scenario] = outcome
+    return code, outcomes
+
+
+def traffic_report(requests_log: Path) -> tuple[str, bool]:
+    """How the proxy spread the requests: per process, and per session."""
+    per_upstream: dict[str, int] = defaultdict(int)
+    per_session: dict[str, list[str]] = defaultdict(list)
+    if requests_log.exists():
+        for line in requests_log.read_text().splitlines():
+            parts = line.split(" ")
+            if len(parts) >= 4 and parts[2] == "/mcp":
+                per_upstream[parts[0]] += 1
+                if parts[3] != "-":
+                    per_session[parts[3]].append(parts[0])
+    several = [used for used in per_session.values() if len(used) > 1]
+    spread = sum(1 for used in several if len(set(used)) > 1)
+    counts = ", ".join(f"process {int(k) + 1}: {v}" for k, v in sorted(per_upstream.items()))
+    ok = len(per_upstream) > 1 and spread > 0
+    return (f"/mcp requests {counts or 'none'}; {spread} of the {len(several)} sessions with several "
+            f"requests were served by both processes"), ok
+
+
+# Results ------------------------------------------------------------------------------------
+def results_table(columns: list[tuple[str, dict[str, Outcome]]]) -> str:
+    scenarios: list[str] = []
+    for _, outcomes in columns:
+        scenarios += [name for name in outcomes if name not in scenarios]
+    lines = ["| scenario | " + " | ".join(title for title, _ in columns) + " |",
+             "| --- | " + " | ".join("---" for _ in columns) + " |"]
+    for name in scenarios:
+        cells = []
+        for _, outcomes in columns:
+            outcome = outcomes.get(name)
+            cells.append("—" if outcome is None else ("pass" if outcome.passed else "**FAIL**"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    totals = []
+    for title, outcomes in columns:
+        passed = sum(o.passed for o in outcomes.values())
+        totals.append(f"{title}: {passed}/{len(outcomes)}")
+    return "\n".join(lines) + "\n\nPassed: " + "; ".join(totals) + ".\n"
+
+
+def write_results(table: str) -> None:
+    RESULTS_MD.write_text(
+        "# Conformance results\n\n"
+        "Server scenarios of the official MCP conformance suite against `conformance/server`, "
+        "written by `conformance/run --two-processes`. A scenario passes when none of its checks "
+        "is a failure or a warning.\n\n" + table
+    )
+    if README.exists():
+        text = README.read_text()
+        start, end = text.find(README_START), text.find(README_END)
+        if start != -1 and end > start:
+            README.write_text(text[:start + len(README_START)] + "\n" + table + text[end:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Run the official MCP conformance suite.")
+    parser.add_argument("--two-processes", action="store_true",
+                        help="also run on two processes (PostgreSQL + Redis) behind a round-robin proxy")
+    parser.add_argument("--suite", choices=[s.key for s in SUITES], help="only this suite")
+    parser.add_argument("--scenario", help="only this scenario (results are not written)")
+    parser.add_argument("--results", type=Path, default=HERE / "results", help="where checks and logs go")
+    args = parser.parse_args()
+    two = args.two_processes or os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    layouts = [ONE, TWO] if two else [ONE]
+    suites = [s for s in SUITES if args.suite in (None, s.key)]
+    expected = expected_failures()
+
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        say(f"FAIL setup: {' and '.join(missing)} not found (the suite runs on Node.js 20 or newer)")
+        say("0 passed, 1 failed")
+        return 1
+    try:
+        for suite in suites:
+            install(suite)
+        listed = {suite.key: scenarios_of(suite) for suite in suites}
+    except (subprocess.SubprocessError, RuntimeError, OSError) as exc:
+        say(f"FAIL setup: {exc}")
+        say("0 passed, 1 failed")
+        return 1
+
+    passed = failed = 0
+    unexpected: list[str] = []
+    columns: list[tuple[str, dict[str, Outcome]]] = []
+    for layout in layouts:
+        logs = args.results / layout.key
+        if logs.exists():
+            shutil.rmtree(logs)
+        logs.mkdir(parents=True)
+        processes = Processes()
+        try:
+            try:
+                url, requests_log = start_layout(layout, processes, logs)
+            except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+                say(f"FAIL start ({layout.label}): {exc}")
+                failed += 1
+                unexpected.append(f"start ({layout.label})")
+                continue
+            for suite in suites:
+                before = len(unexpected)
+                code, outcomes = run_suite(suite, url, logs / suite.version, logs / f"{suite.version}.log",
+                                           args.scenario)
+                wanted = [args.scenario] if args.scenario else listed[suite.key]
+                for name in wanted:
+                    outcome = outcomes.setdefault(name, Outcome(name, False, ["the scenario did not run"]))
+                    where = f"({suite.version}, {layout.label})"
+                    if outcome.passed:
+                        passed += 1
+                        if name in expected:
+                            say(f"PASS {name} {where}: listed in expected-failures.yml, remove it")
+                            unexpected.append(f"{name} {where} (stale expected failure)")
+                        else:
+                            say(f"PASS {name} {where}")
+                    else:
+                        failed += 1
+                        tag = "XFAIL" if name in expected else "FAIL"
+                        say(f"{tag} {name} {where}")
+                        for problem in outcome.problems:
+                            say(f"    {problem}")
+                        if name not in expected:
+                            unexpected.append(f"{name} {where}")
+                if code != 0 and len(unexpected) == before:
+                    failed += 1
+                    unexpected.append(f"{suite.version} CLI exit code {code} ({layout.label})")
+                    say(f"FAIL {suite.version} ({layout.label}): the suite exited with {code}; "
+                        f"see {logs / f'{suite.version}.log'}")
+                column = {name: outcomes[name] for name in wanted}
+                columns.append((f"{suite.version}, {layout.label}", column))
+            if requests_log is not None:
+                report, spread = traffic_report(requests_log)
+                say(f"     proxy ({layout.label}): {report}")
+                if not spread:
+                    failed += 1
+                    unexpected.append(f"proxy ({layout.label}): requests did not alternate between processes")
+                    say(f"FAIL proxy ({layout.label}): requests did not alternate between processes")
+        finally:
+            processes.stop()
+
+    if not args.scenario and not args.suite and two and len(columns) == len(layouts) * len(suites):
+        # Grouped by suite version: each version's layouts side by side.
+        columns.sort(key=lambda column: [s.version for s in suites].index(column[0].split(",")[0]))
+        write_results(results_table(columns))
+    if unexpected:
+        note("unexpected: " + "; ".join(unexpected))
+    say(f"{passed} passed, {failed} failed")
+    return 1 if unexpected else 0
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # so that the servers this run started are stopped on the way out
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

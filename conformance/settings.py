@@ -1,0 +1,82 @@
+"""Settings of the conformance server: the ``conformance.fixtures`` app on our MCP server.
+
+With no configuration it runs on the embedded default: SQLite in ``conformance/var/`` (or the file
+``CONFORMANCE_SQLITE`` names) and the in-memory channel layer, right for one process.
+``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (channel layer, cache, shared state) let several
+processes serve the same sessions, which ``conformance/run --two-processes`` does.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+HERE = Path(__file__).resolve().parent
+VAR = HERE / "var"
+
+SECRET_KEY = "conformance-only-not-a-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "channels",
+    "mcp_server",
+    "conformance.fixtures",
+]
+MIDDLEWARE: list[str] = []
+ROOT_URLCONF = "conformance.urls"
+ASGI_APPLICATION = "conformance.asgi.application"
+
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{os.environ.get('CONFORMANCE_SQLITE') or VAR / 'db.sqlite3'}",
+        conn_max_age=60,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Tool calls run on worker threads next to the event loop: wait for a lock, don't fail.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py defaults socket_timeout to 5 s, which breaks idle channel receives.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 10_000},
+        }
+    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+MCP_SERVER = {
+    "NAME": "django-mcp-conformance",
+    "VERSION": "1.0.0",
+    "REDIS_URL": REDIS_URL,
+    "CAPABILITIES": {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "logging": {},
+        "completions": {},
+    },
+    # The suite runs scenarios one after another, each with a new session.
+    "MAX_SESSIONS": None,
+    "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 60,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
+}

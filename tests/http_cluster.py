@@ -1,0 +1,162 @@
+"""Several daphne processes sharing PostgreSQL and Redis, as in production, for the HTTP tests
+that spread one session over many processes (test_http_multiprocess.py, test_http_sessions.py).
+
+Each test module uses its own Redis database index, flushed when its processes start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from .harness import CLIENT_INFO
+from .http_harness import DaphneServer, Event, HTTPClient, Listener
+from .services import reachable, require
+from .wire import check_client_message, check_server_message
+
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+
+def require_services() -> None:
+    """PostgreSQL under the tests (every process must share the database) and a reachable Redis."""
+    from django.db import connection
+
+    require(connection.vendor == "postgresql",
+            "needs PostgreSQL shared by several daphne processes: set "
+            "DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres")
+    require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
+
+
+def redis_client(db: int) -> Any:
+    import redis
+
+    return redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db, decode_responses=True)
+
+
+@contextlib.contextmanager
+def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None) -> Iterator[list[DaphneServer]]:
+    """``count`` daphne processes on one database and one (freshly flushed) Redis database."""
+    with redis_client(redis_db) as client:
+        client.flushdb()
+    env = {"REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}"}
+    servers: list[DaphneServer] = []
+    try:
+        for _ in range(count):
+            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env))
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def new_session(url: str, revision: str = "2025-11-25", capabilities: dict | None = None) -> HTTPClient:
+    """A client with a session initialized on ``url``."""
+    client = HTTPClient(url, revision=revision)
+    client.initialize(capabilities=capabilities, url=url)
+    return client
+
+
+def twin(client: HTTPClient, url: str) -> HTTPClient:
+    """Another connection pool speaking for the same session (for a request run on a thread)."""
+    other = HTTPClient(url, revision=client.revision)
+    other.session_id = client.session_id
+    return other
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``condition`` until it is truthy (and return it); fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def next_event(listener: Listener, timeout: float = 10.0) -> Event:
+    """The next event carrying a message (priming events skipped); fails at the stream's end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            event = listener.next(max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no event on the stream within {timeout}s") from None
+        assert event is not None, "the stream ended"
+        if event.message is not None:
+            return event
+
+
+def events_until(listener: Listener, method: str, timeout: float = 10.0) -> list[Event]:
+    """Every event up to and including the first notification ``method``."""
+    events = []
+    while True:
+        events.append(next_event(listener, timeout))
+        if events[-1].message.get("method") == method:
+            return events
+
+
+def ends(listener: Listener, timeout: float = 10.0) -> list[Event]:
+    """Read the stream to its end (which must come within ``timeout``); the events it still sent."""
+    deadline = time.monotonic() + timeout
+    events = []
+    while True:
+        try:
+            event = listener.next(max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"the stream did not end within {timeout}s") from None
+        if event is None:
+            return events
+        events.append(event)
+
+
+def open_stream(client: HTTPClient, url: str, last_event_id: str | None = None,
+                timeout: float = 10.0) -> Listener:
+    """A GET stream on ``url``, retried while the session's previous stream is still held (409):
+    a stream another process held ends there a moment after its client went away."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listener = client.listen(last_event_id, url=url)
+        if listener.status != 409 or time.monotonic() > deadline:
+            assert listener.status == 200, f"GET answered {listener.status}"
+            return listener
+        listener.close()
+        time.sleep(0.1)
+
+
+def call_tool(client: HTTPClient, url: str, name: str, arguments: dict | None = None, **kwargs: Any) -> str:
+    """The text of a successful tool call's result."""
+    exchange = client.request("tools/call", {"name": name, "arguments": arguments or {}}, url=url, **kwargs)
+    assert exchange.status == 200, exchange
+    result = exchange.response["result"]
+    assert not result.get("isError"), result
+    return result["content"][0]["text"]
+
+
+def post_checked(client: HTTPClient, message: dict, url: str) -> httpx.Response:
+    """POST a client message; a JSON body that comes back is checked against the schema."""
+    check_client_message(message, client.revision)
+    response = client.post_raw(json.dumps(message), url=url)
+    if response.content:
+        check_server_message(response.json(), client.revision)
+    return response
+
+
+def open_session(url: str, revision: str = "2025-11-25") -> str:
+    """``initialize`` alone (no ``notifications/initialized``, nothing after): a client that went
+    away. Returns the session id."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": revision, "capabilities": {}, "clientInfo": CLIENT_INFO}}
+    check_client_message(message, revision)
+    response = httpx.post(url, json=message, timeout=10, headers={
+        "accept": "application/json, text/event-stream"})
+    assert response.status_code == 200, response.text
+    check_server_message(response.json(), revision, "initialize")
+    return response.headers["mcp-session-id"]

@@ -1,0 +1,135 @@
+"""``conformance/server``: the fixtures the official conformance suite calls, over Streamable HTTP.
+
+The suite itself runs in ``conformance/run`` (CI runs it); these tests start the server the same
+way, as its own process on its own SQLite file, and check what the suite relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from .harness import REPO
+from .http_harness import HTTPClient, free_port
+
+TOOLS = {
+    "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
+    "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress",
+    "test_error_handling", "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums", "json_schema_2020_12_tool", "test_reconnection",
+}
+PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
+           "test_prompt_with_image"}
+RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
+
+
+@pytest.fixture(scope="module")
+def conformance_server(tmp_path_factory):
+    """``conformance/server --port N`` on the embedded default (a fresh SQLite file)."""
+    folder = tmp_path_factory.mktemp("conformance")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["CONFORMANCE_SQLITE"] = str(folder / "db.sqlite3")
+    log = open(folder / "server.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen([str(REPO / "conformance" / "server"), "--port", str(port)], cwd=REPO,
+                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, (folder / "server.log").read_text()
+            assert time.monotonic() < deadline, "conformance/server did not answer /health in 60 s"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        yield f"http://localhost:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        log.close()
+
+
+@pytest.mark.feature("CONF-01")
+@pytest.mark.parametrize("revision", ["2025-11-25", "2024-11-05"])
+def test_every_fixture_the_suite_calls_is_listed(conformance_server, revision):
+    client = HTTPClient(conformance_server, revision=revision)
+    try:
+        result = client.initialize(capabilities={"sampling": {}, "elicitation": {}})
+        capabilities = result["capabilities"]
+        assert capabilities["resources"]["subscribe"] is True
+        assert {"tools", "prompts", "logging", "completions"} <= set(capabilities)
+
+        tools = {t["name"]: t for t in client.request("tools/list").response["result"]["tools"]}
+        assert set(tools) == TOOLS
+        assert all(t.get("description") and t["inputSchema"]["type"] == "object" for t in tools.values())
+        schema = tools["json_schema_2020_12_tool"]["inputSchema"]
+        # SEP-1613 / SEP-2106: the 2020-12 keywords reach the client as written.
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert schema["$defs"]["address"]["$anchor"] == "addressDef"
+        assert schema["additionalProperties"] is False
+        assert {"allOf", "if", "then", "else"} <= set(schema)
+
+        prompts = client.request("prompts/list").response["result"]["prompts"]
+        assert {p["name"] for p in prompts} == PROMPTS
+        assert all(p.get("description") for p in prompts)
+        resources = client.request("resources/list").response["result"]["resources"]
+        assert {r["uri"] for r in resources} == RESOURCES
+        templates = client.request("resources/templates/list").response["result"]["resourceTemplates"]
+        assert [t["uriTemplate"] for t in templates] == ["test://template/{id}/data"]
+        read = client.request("resources/read", {"uri": "test://template/123/data"}).response["result"]
+        assert '"id": "123"' in read["contents"][0]["text"]
+    finally:
+        client.delete()
+        client.close()
+
+
+@pytest.mark.feature("CONF-01")
+def test_reconnection_tool_closes_its_stream_and_the_result_comes_on_resumption(conformance_server):
+    """server-sse-polling: priming event, a last event with ``retry``, the result after GET."""
+    client = HTTPClient(conformance_server, revision="2025-11-25")
+    try:
+        client.initialize()
+        exchange = client.request("tools/call", {"name": "test_reconnection", "arguments": {}},
+                                  request_id=7)
+        assert exchange.response is None  # the stream ended before the result
+        priming, last = exchange.events
+        assert (priming.id, priming.data, priming.retry) == ("post:i7/0", "", None)
+        assert (last.id, last.data, last.retry) == ("post:i7/0", "", 500)
+
+        listener = client.listen(last_event_id=last.id)
+        try:
+            assert listener.status == 200
+            event = listener.next()
+            assert event.message["id"] == 7
+            assert "Reconnection test completed successfully" in event.message["result"]["content"][0]["text"]
+            assert listener.next() is None  # the resumed stream ends with its response
+        finally:
+            listener.close()
+    finally:
+        client.delete()
+        client.close()
+
+
+@pytest.mark.feature("CONF-01")
+@pytest.mark.parametrize("revision", ["2025-06-18", "2024-11-05"])
+def test_before_2025_11_25_the_stream_stays_open_and_carries_the_result(conformance_server, revision):
+    """Clients older than SEP-1699 do not expect a POST stream to end early: it is kept."""
+    client = HTTPClient(conformance_server, revision=revision)
+    try:
+        client.initialize()
+        exchange = client.request("tools/call", {"name": "test_reconnection", "arguments": {}})
+        assert all(event.retry is None for event in exchange.events)
+        assert "Reconnection test completed" in exchange.response["result"]["content"][0]["text"]
+    finally:
+        client.delete()
+        client.close()

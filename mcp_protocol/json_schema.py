@@ -6,6 +6,7 @@ Only same-document references are allowed, so validation never touches the netwo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -104,9 +105,73 @@ def _validator(canonical: str) -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
+# Keywords that only annotate: they never make an instance invalid.
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly",
+                          "writeOnly", "$comment", "$schema"})
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "number": lambda value: isinstance(value, int | float) and not isinstance(value, bool),
+    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
+}
+
+
+@lru_cache(maxsize=VALIDATOR_CACHE_SIZE)
+def _quick_check(canonical: str) -> Callable[[Any], bool] | None:
+    """For the usual tool schema (an object of typed properties, some required), a check that
+    says True only when the instance conforms, without jsonschema's validator machinery (most of
+    the CPU of validating a small ``tools/call``). None for any other schema; False means "ask
+    jsonschema" (1.0 is an integer to it, say), which also writes the messages."""
+    schema = json.loads(canonical)
+    if not isinstance(schema, dict) or schema.get("type") != "object" or \
+            set(schema) - {"type", "properties", "required", "additionalProperties"} - _ANNOTATIONS:
+        return None
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    additional = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list) or \
+            not all(isinstance(name, str) for name in required) or not isinstance(additional, bool):
+        return None
+    checks: dict[str, tuple[Callable[[Any], bool], ...] | None] = {}
+    for name, subschema in properties.items():
+        if subschema is True:
+            checks[name] = None
+            continue
+        if not isinstance(subschema, dict) or set(subschema) - {"type"} - _ANNOTATIONS:
+            return None
+        kind = subschema.get("type")
+        kinds = [kind] if isinstance(kind, str) else kind
+        if kind is None:
+            checks[name] = None
+        elif isinstance(kinds, list) and kinds and all(k in _TYPE_CHECKS for k in kinds):
+            checks[name] = tuple(_TYPE_CHECKS[k] for k in kinds)
+        else:
+            return None
+
+    def conforms(instance: Any) -> bool:
+        if not isinstance(instance, dict) or any(name not in instance for name in required):
+            return False
+        for key, value in instance.items():
+            if key in checks:
+                allowed = checks[key]
+                if allowed is not None and not any(check(value) for check in allowed):
+                    return False
+            elif not additional:
+                return False
+        return True
+
+    return conforms
+
+
 def validation_errors(schema: Any, instance: Any) -> list[str]:
     """Readable messages for every way ``instance`` fails ``schema`` (empty when it conforms)."""
-    validator = _validator(_canonical(schema))
+    canonical = _canonical(schema)
+    quick = _quick_check(canonical)
+    if quick is not None and quick(instance):
+        return []
+    validator = _validator(canonical)
     messages = []
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
         where = "/".join(str(part) for part in error.absolute_path)

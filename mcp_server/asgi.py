@@ -1,13 +1,15 @@
 """The MCP endpoint for a project's ASGI router.
 
     application = ProtocolTypeRouter({"http": URLRouter([
-        path("mcp", streamable_http_app()),
+        path("mcp", session_auth(streamable_http_app())),
         re_path(r"", get_asgi_application()),
     ])})
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
 
@@ -30,3 +32,71 @@ class _LazyEndpoint:
 def streamable_http_app() -> Any:
     """The ASGI application serving the default server over Streamable HTTP."""
     return _LazyEndpoint()
+
+
+class SessionAuth:
+    """Channels' ``AuthMiddlewareStack`` around ``app``, for the requests that need it.
+
+    The user of a Django session cookie owns the MCP sessions it opens. Resolving that user costs
+    a cookie parse, a session lookup and a worker-thread hop for the database, on every request:
+    most MCP clients send no cookie at all, so a request without the session cookie goes straight
+    to ``app`` (as the stack would leave it: no authenticated user), and only one with the cookie
+    goes through the stack.
+    """
+
+    def __init__(self, app: Any):
+        from channels.auth import AuthMiddlewareStack
+
+        self.app = app
+        self.with_user = AuthMiddlewareStack(app)
+        self._marker: bytes | None = None
+
+    @property
+    def marker(self) -> bytes:
+        """``<SESSION_COOKIE_NAME>=``, read once (settings are loaded by the first request)."""
+        if self._marker is None:
+            from django.conf import settings
+
+            self._marker = settings.SESSION_COOKIE_NAME.encode("latin-1") + b"="
+        return self._marker
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        marker = self.marker
+        for name, value in scope.get("headers", ()):
+            if name == b"cookie" and marker in value:
+                await self.with_user(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def session_auth(app: Any) -> Any:
+    """``app`` with the user of a Django session cookie in ``scope["user"]`` when one is sent."""
+    return SessionAuth(app)
+
+
+def skip_daphne_form_parsing() -> None:
+    """Under daphne, stop Twisted from parsing each POST body's Content-Type for a form upload.
+
+    Twisted parses the ``Content-Type`` of every POST with the ``email`` package to fill
+    ``request.args`` with form fields, which daphne never reads: it hands the raw body to the
+    application (Django parses its own forms). That parse is about a tenth of the CPU of an MCP
+    ``tools/call``. Twisted's ``Request`` takes ``parsePOSTFormSubmission=False`` to skip it;
+    daphne builds its requests without arguments, so its request class is given that default.
+    Call it from the project's ASGI module; it does nothing when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_skips_form_parsing", False):
+        return
+    from twisted.web.http import Request
+
+    if "parsePOSTFormSubmission" not in inspect.signature(Request.__init__).parameters:
+        return  # a Twisted without the switch
+
+    class WebRequest(module.WebRequest):
+        _mcp_skips_form_parsing = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("parsePOSTFormSubmission", False)
+            super().__init__(*args, **kwargs)
+
+    module.WebRequest = WebRequest

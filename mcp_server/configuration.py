@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 from mcp_protocol.versions import MODERN_VERSIONS, STABLE_VERSIONS, is_handshake_version
 
 _UNSET: Any = object()
+_versions = itertools.count()
 _BOOL_FIELDS = ("instrument_server_context", "validate_tool_call_arguments", "validate_tool_call_results")
 DEFAULTS: dict[str, Any] = {
     "exception_reporter": None,
@@ -60,10 +62,14 @@ class Configuration:
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "_values":
             object.__setattr__(self, name, value)
+            object.__setattr__(self, "version", next(_versions))
             return
         if name not in DEFAULTS:
             raise AttributeError(f"Configuration has no setting {name!r}")
         self._values[name] = _check(name, value)
+        # A number no other state of any configuration had: a server's merged view is kept
+        # until the numbers of its two configurations change.
+        object.__setattr__(self, "version", next(_versions))
 
     def __getattr__(self, name: str) -> Any:
         if name in DEFAULTS:

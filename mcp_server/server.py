@@ -112,8 +112,17 @@ class Server:
     # Configuration -------------------------------------------------------------------------
     @property
     def configuration(self) -> Configuration:
-        """This server's configuration over the global one (read at each request)."""
-        return self._own_configuration.merged_over(global_configuration)
+        """This server's configuration over the global one (read at each request).
+
+        The merge is kept while neither configuration changes (nor the merged copy itself): it is
+        read several times per request.
+        """
+        own, cached = self._own_configuration, getattr(self, "_merged_configuration", None)
+        if cached is not None and cached[0] == (own.version, global_configuration.version, cached[1].version):
+            return cached[1]
+        merged = own.merged_over(global_configuration)
+        self._merged_configuration = ((own.version, global_configuration.version, merged.version), merged)
+        return merged
 
     @property
     def client_capabilities(self) -> dict | None:

@@ -67,9 +67,13 @@ def get_transport() -> Any:
 
 def build_transport(server: Server) -> Any:
     from .http import StreamableHTTPTransport
+    from .http.event_store import DatabaseEventStore, RedisEventStore
     from .http.shared_state import LocalState, RedisState
 
     s = mcp_settings
+    # With Redis, SSE events are stored there too: a database row per event, written from a worker
+    # thread, costs more than the rest of a call (docs/performance.md).
+    events = RedisEventStore(s.REDIS_URL, s.EVENT_RETENTION) if s.REDIS_URL else DatabaseEventStore()
     return StreamableHTTPTransport(
         server, stateless=s.STATELESS, enable_json_response=s.ENABLE_JSON_RESPONSE,
         allowed_hosts=s.ALLOWED_HOSTS, allowed_origins=s.ALLOWED_ORIGINS,
@@ -79,7 +83,7 @@ def build_transport(server: Server) -> Any:
         max_request_bytes=s.MAX_REQUEST_BYTES, max_json_depth=s.MAX_JSON_DEPTH,
         server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
         keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
-        shared_state=RedisState(s.REDIS_URL) if s.REDIS_URL else LocalState(),
+        shared_state=RedisState(s.REDIS_URL) if s.REDIS_URL else LocalState(), event_store=events,
     )
 
 

@@ -12,16 +12,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_application = get_asgi_application()
 
 # Imported after Django is set up.
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from mcp_server.asgi import streamable_http_app  # noqa: E402
+from mcp_server.asgi import session_auth, skip_daphne_form_parsing, streamable_http_app  # noqa: E402
+
+skip_daphne_form_parsing()
 
 application = ProtocolTypeRouter({
     "http": URLRouter([
-        # The session cookie's user, if any, owns the MCP sessions it opens.
-        path("mcp", AuthMiddlewareStack(streamable_http_app())),
+        # The session cookie's user, if any, owns the MCP sessions it opens (Channels'
+        # AuthMiddlewareStack, run only for a request that carries the session cookie).
+        path("mcp", session_auth(streamable_http_app())),
         re_path(r"", django_application),
     ]),
 })

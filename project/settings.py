@@ -1,7 +1,8 @@
 """Settings of the demo project.
 
 With no configuration it runs on the embedded default: SQLite and the in-memory channel layer.
-``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache.
+``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
+``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom).
 """
 
 import os
@@ -104,6 +105,12 @@ MCP_SERVER = {
         "completions": {},
     },
 }
+# Environment switches of the transport (bench/run uses them): MCP_STATELESS=1 serves every POST
+# on its own with no session, MCP_JSON_RESPONSE=1 answers requests with JSON instead of SSE.
+if os.environ.get("MCP_STATELESS") == "1":
+    MCP_SERVER["STATELESS"] = True
+if os.environ.get("MCP_JSON_RESPONSE") == "1":
+    MCP_SERVER["ENABLE_JSON_RESPONSE"] = True
 
 LOGGING = {
     "version": 1,

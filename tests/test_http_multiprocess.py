@@ -14,11 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from django.db.models import Q
+from asgiref.sync import async_to_sync
 
-from mcp_server.models import Session, StreamEvent
+from mcp_server.http.event_store import RedisEventStore
+from mcp_server.models import Session
 
 from .http_cluster import (
+    REDIS_HOST,
+    REDIS_PORT,
     call_tool,
     cluster,
     ends,
@@ -373,9 +376,17 @@ def _sequence(event: Event) -> int:
 
 
 def _stored_after(session_id: str, sequence: int) -> int:
-    """How many events of the session's GET stream (its own and broadcasts) are stored after one."""
-    mine = Q(session_id=session_id, stream="get") | Q(session__isnull=True, stream="broadcast")
-    return StreamEvent.objects.filter(mine, pk__gt=sequence).count()
+    """How many events of the session's GET stream (its own and broadcasts) are stored after one,
+    in the event store of the processes (Redis, as they have REDIS_URL)."""
+    store = RedisEventStore(f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}", retention=3600)
+
+    async def count() -> int:
+        try:
+            return len(await store.replay(session_id, "get", sequence))
+        finally:
+            store.clients.get().close()
+
+    return async_to_sync(count)()
 
 
 def _wait_for(condition, what: str, timeout: float = 10.0) -> None:

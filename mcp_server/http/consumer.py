@@ -70,7 +70,10 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
     # Responses -------------------------------------------------------------------------------
     async def reply(self, status: int, body: bytes = b"",
                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        await self.send_response(status, body, headers=list(headers or []))
+        # Straight to the server, as send_response would after two more layers of calls.
+        await self.base_send({"type": "http.response.start", "status": status,
+                              "headers": list(headers or [])})
+        await self.base_send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def reply_json(self, status: int, message: Any,
                          headers: list[tuple[bytes, bytes]] | None = None) -> None:

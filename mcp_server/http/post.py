@@ -99,7 +99,7 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
 async def _check_capacity(transport: Any) -> None:
     if transport.max_sessions is None:
         return
-    if await transport.sessions.count() >= transport.max_sessions:
+    if not await transport.sessions.has_room(transport.max_sessions):
         await transport.reap()  # expired sessions go first
         if await transport.sessions.count() >= transport.max_sessions:
             raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
@@ -167,14 +167,15 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
     outbound = PostOutbound(transport, record, incoming.id, sse)
     session = HTTPServerSession(transport, record, outbound)
     if record.protocol_version >= "2025-11-25":
-        # An event id before anything else lets the client resume this stream (SEP-1699).
-        await sse.event("", event_id(post_stream(incoming.id), 0))
+        # An event id before anything else lets the client resume this stream (SEP-1699); it
+        # goes out with the first event, or on its own a moment later.
+        sse.hold("", event_id(post_stream(incoming.id), 0))
     answer = await consumer.while_connected(
         transport.server.handle_async(incoming.message, session), sse.disconnected
     )
     if answer is not None:
-        await outbound.write(answer)
-    if not sse.started:
+        await outbound.write(answer, last=True)
+    if not sse.begun:
         await consumer.reply(202)
     else:
         await sse.finish()

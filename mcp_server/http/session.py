@@ -97,14 +97,15 @@ class PostOutbound:
             await self.transport.expect_answer(self.record.id, message["id"])
         return await self.write(message)
 
-    async def write(self, message: dict) -> bool:
-        """Store the message, then write it here, or leave it for a resumed stream."""
+    async def write(self, message: dict, *, last: bool = False) -> bool:
+        """Store the message, then write it here (``last``: and end the stream), or leave it for
+        a resumed stream."""
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
         sequence = await self.transport.events.append(self.record.id, self.stream, message)
         if sequence is None:
             return False  # the session was deleted meanwhile
-        if await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence)):
+        if await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence), last=last):
             self.last_sequence = max(self.last_sequence, sequence)
             return True
         await self.transport.hand_over(self.record.id, self.stream, sequence, message)

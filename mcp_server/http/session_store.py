@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ from .shared_state import SharedState
 
 # How long a session lives in the shared state when it never expires on its own.
 NO_EXPIRY_CACHE_TTL = 24 * 3600.0
+# How long a count of the sessions may answer "is there room for one more" (see has_room).
+COUNT_REUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -49,6 +52,9 @@ class SessionStore:
         self.state = state
         self.idle_timeout = idle_timeout
         self._touched: set[str] = set()
+        # The last count of sessions (value, when) and how many this process created since.
+        self._counted: tuple[int, float] | None = None
+        self._created_since = 0
 
     @property
     def _ttl(self) -> float:
@@ -60,6 +66,7 @@ class SessionStore:
 
     async def create(self, record: SessionRecord) -> None:
         await run_in_thread(self._insert, record)
+        self._created_since += 1
         await self.state.set(self._key(record.id), record.dumps(), self._ttl)
 
     @staticmethod
@@ -133,7 +140,22 @@ class SessionStore:
     async def count(self) -> int:
         from ..models import Session
 
-        return await run_in_thread(Session.objects.count)
+        counted = await run_in_thread(Session.objects.count)
+        self._counted, self._created_since = (counted, time.monotonic()), 0
+        return counted
+
+    async def has_room(self, limit: int) -> bool:
+        """Whether there are fewer than ``limit`` sessions.
+
+        A count per ``initialize`` is a query (and a worker thread): while a count less than a
+        second old plus the sessions created here since is below half the limit, it answers;
+        nearer the limit, sessions are counted again each time.
+        """
+        counted = self._counted
+        if counted is not None and time.monotonic() - counted[1] < COUNT_REUSE_SECONDS \
+                and counted[0] + self._created_since < limit / 2:
+            return True
+        return await self.count() < limit
 
     async def flush_activity(self) -> None:
         """Write the last activity of every session used since the previous flush."""
@@ -179,13 +201,33 @@ class SessionStore:
         gone"). Without the lock, an event stored between Django collecting the session's events
         and deleting the session fails the delete instead.
         """
-        from django.db import transaction
+        from django.db import connections, router, transaction
 
-        from ..models import Session
+        from ..models import ResourceSubscription, Session, StreamEvent
 
-        with transaction.atomic():
-            locked = list(Session.objects.select_for_update().filter(pk__in=session_ids)
-                          .order_by("pk").values_list("pk", flat=True))
-            if locked:
-                Session.objects.filter(pk__in=locked).delete()
-        return len(locked)
+        using = router.db_for_write(Session)
+        connection = connections[using]
+        quote = connection.ops.quote_name
+        locking = connection.features.has_select_for_update
+        # Plain SQL: the ORM's query building costs several times the queries themselves here, and
+        # Django's cascade would first load every session row and ask each related table.
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            locked = list(session_ids)
+            if locking:
+                marks = ", ".join(["%s"] * len(locked))
+                cursor.execute(f"SELECT {quote('id')} FROM {quote(Session._meta.db_table)} WHERE "
+                               f"{quote('id')} IN ({marks}) ORDER BY {quote('id')} FOR UPDATE", locked)
+                locked = [row[0] for row in cursor.fetchall()]
+            # (SQLite has no row locks: its first write takes the database's write lock, waiting
+            # for it, where a read first would fail to upgrade under a concurrent writer.)
+            if not locked:
+                return 0
+            # What the cascade deletes: nothing else points at a session, and no signal listens
+            # to these models.
+            marks = ", ".join(["%s"] * len(locked))
+            for model in (StreamEvent, ResourceSubscription):
+                cursor.execute(f"DELETE FROM {quote(model._meta.db_table)} "
+                               f"WHERE {quote('session_id')} IN ({marks})", locked)
+            cursor.execute(f"DELETE FROM {quote(Session._meta.db_table)} "
+                           f"WHERE {quote('id')} IN ({marks})", locked)
+            return len(locked) if locking else cursor.rowcount

@@ -7,10 +7,11 @@ the client waiting for its answer. Redis in production; process memory on the em
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from typing import Any, Protocol
+from typing import Protocol
+
+from .redis_client import RedisClients, Script
 
 
 class SharedState(Protocol):
@@ -26,6 +27,17 @@ class SharedState(Protocol):
 
     async def delete(self, key: str, expected: str | None = None) -> None:
         """Remove ``key`` (only while it still holds ``expected``, when given)."""
+
+    async def add_counted(self, key: str, value: str, ttl: float, counter: str,
+                          counter_ttl: float) -> bool:
+        """:meth:`add`, and when ``key`` was set, add one to ``counter`` (which then lives
+        ``counter_ttl`` more): the count of a session's claims, say."""
+
+    async def delete_counted(self, key: str, counter: str, expected: str | None = None) -> None:
+        """:meth:`delete`, and when ``key`` was removed, take one from ``counter``."""
+
+    async def count(self, counter: str) -> int:
+        """The value of ``counter`` (0 when absent)."""
 
 
 class LocalState:
@@ -71,46 +83,101 @@ class LocalState:
             if expected is None or self._live(key) == expected:
                 self._values.pop(key, None)
 
+    async def add_counted(self, key: str, value: str, ttl: float, counter: str,
+                          counter_ttl: float) -> bool:
+        with self._lock:
+            if self._live(key) is not None:
+                return False
+            now = time.monotonic()
+            self._values[key] = (value, now + ttl)
+            counted = self._live(counter)
+            self._values[counter] = (str(int(counted or 0) + 1), now + counter_ttl)
+            return True
 
-_DELETE_IF_EQUAL = """
+    async def delete_counted(self, key: str, counter: str, expected: str | None = None) -> None:
+        with self._lock:
+            value = self._live(key)
+            if value is None or (expected is not None and value != expected):
+                return
+            del self._values[key]
+            entry = self._values.get(counter)
+            if entry is not None:
+                self._values[counter] = (str(int(entry[0]) - 1), entry[1])
+
+    async def count(self, counter: str) -> int:
+        with self._lock:
+            value = self._live(counter)
+            return int(value) if value is not None else 0
+
+
+_DELETE_IF_EQUAL = Script("""
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
-"""
+""")
+
+
+# KEYS: the key, the counter. ARGV: value, its time to live (ms), the counter's (ms).
+_ADD_COUNTED = Script("""
+if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return 0 end
+redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+""")
+
+# KEYS: the key, the counter. ARGV: the expected value ("" for any).
+_DELETE_COUNTED = Script("""
+local value = redis.call('GET', KEYS[1])
+if not value or (ARGV[1] ~= '' and value ~= ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECR', KEYS[2]) end
+return 1
+""")
 
 
 class RedisState:
-    """Redis, shared by every process; one client per event loop (redis clients bind to one)."""
+    """Redis, shared by every process; one pipelined connection per event loop (see
+    :mod:`.redis_client`: redis-py's pool costs more CPU than the rest of a request)."""
 
     def __init__(self, url: str, prefix: str = "mcp:") -> None:
         self.url = url
         self.prefix = prefix
-        self._clients: dict[asyncio.AbstractEventLoop, Any] = {}
-
-    def _client(self) -> Any:
-        import redis.asyncio as redis
-
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = redis.Redis.from_url(self.url, decode_responses=True)
-        return client
+        self.clients = RedisClients(url)
 
     async def add(self, key: str, value: str, ttl: float) -> bool:
-        return bool(await self._client().set(self.prefix + key, value, px=int(ttl * 1000), nx=True))
+        reply = await self.clients.get().execute("SET", self.prefix + key, value, "PX", _ms(ttl), "NX")
+        return reply is not None
 
     async def set(self, key: str, value: str, ttl: float) -> None:
-        await self._client().set(self.prefix + key, value, px=int(ttl * 1000))
+        await self.clients.get().execute("SET", self.prefix + key, value, "PX", _ms(ttl))
 
     async def get(self, key: str) -> str | None:
-        return await self._client().get(self.prefix + key)
+        return await self.clients.get().execute("GET", self.prefix + key)
 
     async def touch(self, key: str, ttl: float) -> str | None:
-        return await self._client().getex(self.prefix + key, px=int(ttl * 1000))
+        return await self.clients.get().execute("GETEX", self.prefix + key, "PX", _ms(ttl))
 
     async def delete(self, key: str, expected: str | None = None) -> None:
-        client = self._client()
+        connection = self.clients.get()
         if expected is None:
-            await client.delete(self.prefix + key)
+            await connection.execute("DEL", self.prefix + key)
         else:
-            await client.eval(_DELETE_IF_EQUAL, 1, self.prefix + key, expected)
+            await connection.run_script(_DELETE_IF_EQUAL, [self.prefix + key], [expected])
 
+
+    async def add_counted(self, key: str, value: str, ttl: float, counter: str,
+                          counter_ttl: float) -> bool:
+        added = await self.clients.get().run_script(
+            _ADD_COUNTED, [self.prefix + key, self.prefix + counter], [value, _ms(ttl), _ms(counter_ttl)])
+        return bool(added)
+
+    async def delete_counted(self, key: str, counter: str, expected: str | None = None) -> None:
+        await self.clients.get().run_script(
+            _DELETE_COUNTED, [self.prefix + key, self.prefix + counter], [expected or ""])
+
+    async def count(self, counter: str) -> int:
+        value = await self.clients.get().execute("GET", self.prefix + counter)
+        return int(value) if value is not None else 0
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))

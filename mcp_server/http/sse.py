@@ -16,6 +16,11 @@ SSE_HEADERS = [
 ]
 
 
+# How long an event held back (a POST stream's priming event) waits for company: a handler that
+# answers within it sends one chunk with both, one write for the ASGI server instead of two.
+HOLD_SECONDS = 0.1
+
+
 class SSEResponse:
     """Writes events one at a time; after the client is gone every write returns False."""
 
@@ -26,11 +31,37 @@ class SSEResponse:
         self._lock = asyncio.Lock()
         self.started = False
         self.closed = False
+        self._held = b""
+        self._flush: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task | None = None
+
+    @property
+    def begun(self) -> bool:
+        """Whether anything was written, or held to be written."""
+        return self.started or bool(self._held)
+
+    def hold(self, data: str, event_id: str | None = None) -> None:
+        """Write an event with the next one, or within :data:`HOLD_SECONDS` if none comes."""
+        self._held += sse.event(data, event_id=event_id)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._flush_held)
+
+    def _flush_held(self) -> None:
+        self._flush = None
+        if self._held and not self.closed:
+            self._flushing = asyncio.ensure_future(self._write(b""))
 
     async def _write(self, chunk: bytes, more: bool = True) -> bool:
         async with self._lock:
             if self.closed:
                 return False
+            if self._held:
+                chunk, self._held = self._held + chunk, b""
+                if self._flush is not None:
+                    self._flush.cancel()
+                    self._flush = None
+            elif not chunk and more:
+                return True  # nothing to write
             try:
                 if not self.started:
                     self.started = True
@@ -45,14 +76,20 @@ class SSEResponse:
             return True
 
     async def event(self, data: str, event_id: str | None = None,
-                    retry_ms: int | None = None) -> bool:
-        return await self._write(sse.event(data, event_id=event_id, retry_ms=retry_ms))
+                    retry_ms: int | None = None, *, last: bool = False) -> bool:
+        """Write one event; ``last`` ends the response with it (one write less than finish())."""
+        return await self._write(sse.event(data, event_id=event_id, retry_ms=retry_ms), more=not last)
 
     async def comment(self, text: str) -> bool:
         return await self._write(sse.comment(text))
 
     async def finish(self) -> None:
+        if self._held:
+            await self._write(b"")  # what was held, then the end, each as before
         await self._write(b"", more=False)
 
     def disconnected(self) -> None:
         self.closed = True
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from ..server import Server
 
 MIB = 1024 * 1024
+# How long a session's count of claims outlives its last claim (a day): past that, it reads 0.
+HELD_TTL = 24 * 3600.0
 
 
 class StreamableHTTPTransport:
@@ -132,17 +134,26 @@ class StreamableHTTPTransport:
     def _stream_key(self, session_id: str, stream: str) -> str:
         return f"stream:{session_id}:{stream}"
 
+    # Every claim (an open stream, a request in flight) is counted per session, so that ending a
+    # session that holds nothing anywhere (the usual DELETE) needs no message to every process.
+    @staticmethod
+    def _held_key(session_id: str) -> str:
+        return f"held:{session_id}"
+
     async def claim_stream(self, session_id: str, stream: str, token: str) -> bool:
         value = f"{self.runtime.channel_key}|{token}"
-        return await self.state.add(self._stream_key(session_id, stream), value, self.stream_claim_ttl)
+        return await self.state.add_counted(self._stream_key(session_id, stream), value,
+                                            self.stream_claim_ttl, self._held_key(session_id), HELD_TTL)
 
     async def renew_stream(self, session_id: str, stream: str, token: str) -> None:
         value = f"{self.runtime.channel_key}|{token}"
         await self.state.set(self._stream_key(session_id, stream), value, self.stream_claim_ttl)
+        await self.state.touch(self._held_key(session_id), HELD_TTL)  # a stream may outlive a day
 
     async def release_stream(self, session_id: str, stream: str, token: str) -> None:
         value = f"{self.runtime.channel_key}|{token}"
-        await self.state.delete(self._stream_key(session_id, stream), expected=value)
+        await self.state.delete_counted(self._stream_key(session_id, stream), self._held_key(session_id),
+                                        expected=value)
 
     def _publishing(self) -> asyncio.Lock:
         """Held while an event is stored and sent, one event at a time per event loop.
@@ -186,10 +197,12 @@ class StreamableHTTPTransport:
     async def claim_request(self, session_id: str, request_id: Any) -> bool:
         ttl = (self.server_to_client_request_timeout or 600) * 2 + 3600
         key = f"req:{session_id}:{request_key(request_id)}"
-        return await self.state.add(key, self.runtime.channel_key, ttl)
+        return await self.state.add_counted(key, self.runtime.channel_key, ttl, self._held_key(session_id),
+                                            max(ttl, HELD_TTL))
 
     async def release_request(self, session_id: str, request_id: Any) -> None:
-        await self.state.delete(f"req:{session_id}:{request_key(request_id)}")
+        await self.state.delete_counted(f"req:{session_id}:{request_key(request_id)}",
+                                        self._held_key(session_id))
 
     async def route_cancel(self, session_id: str, request_id: Any, reason: str | None) -> None:
         key = request_key(request_id)
@@ -212,8 +225,18 @@ class StreamableHTTPTransport:
                                             "message": message})
 
     async def close_session(self, session_id: str) -> None:
-        """End the session's streams and requests in every process."""
-        await self._tell_every_process({"type": "mcp.close", "session_id": session_id})
+        """End the session's streams and requests in every process, and drop its stored events.
+
+        A session with no claim (no stream open, no request in flight) anywhere has nothing to
+        end: no process is told (a message to every process costs more than the rest of a DELETE).
+        A process that died holding a claim leaves the count above zero: the message goes then.
+        """
+        if await self.state.count(self._held_key(session_id)) > 0:
+            await self._tell_every_process({"type": "mcp.close", "session_id": session_id})
+        await self.state.delete(self._held_key(session_id))
+        forget = getattr(self.events, "forget", None)  # an EventStore written before forget()
+        if forget is not None:
+            await forget(session_id)
 
     async def _tell_every_process(self, message: dict) -> None:
         """Through the channel layer's group of processes; works where no runtime runs too

@@ -1,17 +1,23 @@
-"""Run the official MCP conformance suite (npm @modelcontextprotocol/conformance) against our server.
+"""Run the official MCP conformance suite (npm @modelcontextprotocol/conformance) against our server
+and our client.
 
     conformance/run                    # one process (SQLite, in-memory channel layer)
     conformance/run --two-processes    # and again: two processes on PostgreSQL + Redis behind a
                                        # round-robin proxy (always on when CI is set)
     conformance/run --scenario server-sse-polling --suite 0.1   # one scenario, for debugging
+    conformance/run --client           # only the client scenarios (conformance/client)
+    conformance/run --scenario sse-retry                        # one client scenario
 
 It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
 free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
-and the 2025-11-25 server scenarios of the 0.2.0 alpha, and prints one line per scenario and a
-final `N passed, M failed`. A scenario passes when none of its checks is a FAILURE or a WARNING.
-It exits non-zero on a failure not listed in conformance/expected-failures.yml, and on a listed
-scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md and
-the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
+and the 2025-11-25 server scenarios of the 0.2.0 alpha, then the client scenarios of 0.1.16 that
+the handshake-era client implements (CLIENT_SCENARIOS) with `conformance/client` as the command,
+and prints one line per scenario and a final `N passed, M failed` over all of them. A scenario
+passes when none of its checks is a FAILURE or a WARNING (a client scenario also needs the client
+to exit 0 in time). It exits non-zero on a failure not listed in conformance/expected-failures.yml
+(`server:` and `client:` lists), and on a listed scenario that passes (the list only ever
+shrinks). A full run writes conformance/RESULTS.md and the table in README.md. Results
+(checks.json per scenario) and logs go to conformance/results/.
 Every wait is bounded. Standard library only.
 """
 
@@ -44,6 +50,8 @@ README_START, README_END = "<!-- conformance-results:start -->", "<!-- conforman
 INSTALL_TIMEOUT = 600
 LIST_TIMEOUT = 60
 SUITE_TIMEOUT = 300
+CLIENT_TIMEOUT = 120          # seconds for one client scenario, the suite's own 30 s included
+CLIENT_TIMEOUT_MS = 30000     # the suite's `--timeout` for the client command
 START_TIMEOUT = 90
 STOP_TIMEOUT = 10
 
@@ -83,6 +91,12 @@ class Suite:
 
 
 SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25")]
+
+# The client scenarios, run by the 0.1.16 suite against `conformance/client`: the handshake-era ones
+# (the auth/* scenarios need the OAuth client of a later issue).
+CLIENT = HERE / "client"
+CLIENT_SUITE = SUITES[0]
+CLIENT_SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 
 
 @dataclass
@@ -139,8 +153,9 @@ def scenarios_of(suite: Suite) -> list[str]:
     return names
 
 
-def expected_failures() -> set[str]:
-    """The ``server:`` list of expected-failures.yml (a flat YAML list, read without PyYAML)."""
+def expected_failures(wanted: str = "server") -> set[str]:
+    """The ``server:`` (or ``client:``) list of expected-failures.yml (flat YAML lists, read
+    without PyYAML)."""
     names, section = set(), None
     for raw in EXPECTED_FAILURES.read_text().splitlines():
         line = raw.split("#", 1)[0].rstrip()
@@ -150,9 +165,9 @@ def expected_failures() -> set[str]:
             section, _, rest = line.partition(":")
             section = section.strip()
             rest = rest.strip()
-            if section == "server" and rest.startswith("[") and rest.endswith("]"):
+            if section == wanted and rest.startswith("[") and rest.endswith("]"):
                 names |= {n.strip().strip("'\"") for n in rest[1:-1].split(",") if n.strip()}
-        elif section == "server" and line.strip().startswith("- "):
+        elif section == wanted and line.strip().startswith("- "):
             names.add(line.strip()[2:].strip().strip("'\""))
     return names
 
@@ -300,17 +315,46 @@ def run_suite(suite: Suite, url: str, out: Path, log: Path,
         if not folder.name.startswith("server-") or not checks_file.exists():
             continue
         scenario = TIMESTAMP.sub("", folder.name.removeprefix("server-"))
-        checks = json.loads(checks_file.read_text())
-        problems = [f"{c.get('status')} {c.get('id')}: {c.get('errorMessage') or c.get('description')}"
-                    for c in checks if c.get("status") in ("FAILURE", "WARNING")]
         previous = outcomes.get(scenario)
-        outcome = Outcome(scenario, not problems and bool(checks), problems or
-                          ([] if checks else ["no checks recorded"]))
+        outcome = checks_outcome(scenario, checks_file)
         if previous is not None:
             outcome = Outcome(scenario, previous.passed and outcome.passed,
                               previous.problems + outcome.problems)
         outcomes[scenario] = outcome
     return code, outcomes
+
+
+def checks_outcome(scenario: str, checks_file: Path) -> Outcome:
+    checks = json.loads(checks_file.read_text())
+    problems = [f"{c.get('status')} {c.get('id')}: {c.get('errorMessage') or c.get('description')}"
+                for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+    return Outcome(scenario, not problems and bool(checks),
+                   problems or ([] if checks else ["no checks recorded"]))
+
+
+def run_client_scenario(suite: Suite, scenario: str, out: Path, log: Path) -> Outcome:
+    """One client scenario: the suite starts its scenario server and runs conformance/client with
+    its URL; the client must exit 0 in time, and no check may fail or warn."""
+    # No --expected-failures here: its exit code would then also count stale entries; record()
+    # applies the list.
+    command = [*suite.cli(), "client", "--command", str(CLIENT), "--scenario", scenario,
+               "--timeout", str(CLIENT_TIMEOUT_MS), "-o", str(out)]
+    with open(log, "w") as output:
+        try:
+            code = subprocess.run(command, cwd=HERE, stdout=output, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, timeout=CLIENT_TIMEOUT).returncode
+        except subprocess.TimeoutExpired:
+            return Outcome(scenario, False,
+                           [f"the suite did not finish within {CLIENT_TIMEOUT} s; see {log}"])
+    found = sorted(out.glob(f"{scenario}-*/checks.json"))
+    if not found:
+        return Outcome(scenario, False, [f"no checks recorded (exit code {code}); see {log}"])
+    outcome = checks_outcome(scenario, found[-1])
+    if code != 0 and outcome.passed:  # the client failed or timed out though no check says so
+        stderr = found[-1].parent / "stderr.txt"
+        tail = stderr.read_text().strip().splitlines()[-1:] if stderr.exists() else []
+        outcome = Outcome(scenario, False, [f"the suite exited with {code}; see {log}", *tail])
+    return outcome
 
 
 def traffic_report(requests_log: Path) -> tuple[str, bool]:
@@ -356,8 +400,9 @@ def write_results(table: str) -> None:
     RESULTS_MD.write_text(
         "# Conformance results\n\n"
         "Server scenarios of the official MCP conformance suite against `conformance/server`, "
-        "written by `conformance/run --two-processes`. A scenario passes when none of its checks "
-        "is a failure or a warning.\n\n" + table
+        "and its client scenarios against `conformance/client` (the `client` column), written by "
+        "`conformance/run --two-processes`. A scenario passes when none of its checks is a failure "
+        "or a warning.\n\n" + table
     )
     if README.exists():
         text = README.read_text()
@@ -366,18 +411,45 @@ def write_results(table: str) -> None:
             README.write_text(text[:start + len(README_START)] + "\n" + table + text[end:])
 
 
+def record(outcome: Outcome, where: str, expected: set[str], unexpected: list[str]) -> bool:
+    """Say how a scenario went; a failure not listed, or a listed scenario that passes, is unexpected."""
+    name = outcome.scenario
+    if outcome.passed:
+        if name in expected:
+            say(f"PASS {name} {where}: listed in expected-failures.yml, remove it")
+            unexpected.append(f"{name} {where} (stale expected failure)")
+        else:
+            say(f"PASS {name} {where}")
+        return True
+    say(f"{'XFAIL' if name in expected else 'FAIL'} {name} {where}")
+    for problem in outcome.problems:
+        say(f"    {problem}")
+    if name not in expected:
+        unexpected.append(f"{name} {where}")
+    return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run the official MCP conformance suite.")
     parser.add_argument("--two-processes", action="store_true",
                         help="also run on two processes (PostgreSQL + Redis) behind a round-robin proxy")
     parser.add_argument("--suite", choices=[s.key for s in SUITES], help="only this suite")
     parser.add_argument("--scenario", help="only this scenario (results are not written)")
+    parser.add_argument("--client", action="store_true",
+                        help="only the client scenarios (conformance/client), no server scenarios")
     parser.add_argument("--results", type=Path, default=HERE / "results", help="where checks and logs go")
     args = parser.parse_args()
     two = args.two_processes or os.environ.get("CI", "").lower() in ("1", "true", "yes")
     layouts = [ONE, TWO] if two else [ONE]
-    suites = [s for s in SUITES if args.suite in (None, s.key)]
+    # The client part runs on a full run, with --client, or for one of its scenarios.
+    client_only = args.client or args.scenario in CLIENT_SCENARIOS
+    client_scenarios = [args.scenario] if args.scenario in CLIENT_SCENARIOS else \
+        CLIENT_SCENARIOS if args.suite in (None, CLIENT_SUITE.key) and not args.scenario else []
+    if client_only:
+        layouts = []
+    suites = [s for s in SUITES if args.suite in (None, s.key)] if layouts else []
     expected = expected_failures()
+    expected_client = expected_failures("client")
 
     missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
     if missing:
@@ -385,7 +457,7 @@ def main() -> int:
         say("0 passed, 1 failed")
         return 1
     try:
-        for suite in suites:
+        for suite in suites + ([CLIENT_SUITE] if client_scenarios and CLIENT_SUITE not in suites else []):
             install(suite)
         listed = {suite.key: scenarios_of(suite) for suite in suites}
     except (subprocess.SubprocessError, RuntimeError, OSError) as exc:
@@ -417,22 +489,10 @@ def main() -> int:
                 wanted = [args.scenario] if args.scenario else listed[suite.key]
                 for name in wanted:
                     outcome = outcomes.setdefault(name, Outcome(name, False, ["the scenario did not run"]))
-                    where = f"({suite.version}, {layout.label})"
-                    if outcome.passed:
+                    if record(outcome, f"({suite.version}, {layout.label})", expected, unexpected):
                         passed += 1
-                        if name in expected:
-                            say(f"PASS {name} {where}: listed in expected-failures.yml, remove it")
-                            unexpected.append(f"{name} {where} (stale expected failure)")
-                        else:
-                            say(f"PASS {name} {where}")
                     else:
                         failed += 1
-                        tag = "XFAIL" if name in expected else "FAIL"
-                        say(f"{tag} {name} {where}")
-                        for problem in outcome.problems:
-                            say(f"    {problem}")
-                        if name not in expected:
-                            unexpected.append(f"{name} {where}")
                 if code != 0 and len(unexpected) == before:
                     failed += 1
                     unexpected.append(f"{suite.version} CLI exit code {code} ({layout.label})")
@@ -450,8 +510,25 @@ def main() -> int:
         finally:
             processes.stop()
 
-    if not args.scenario and not args.suite and two and len(columns) == len(layouts) * len(suites):
-        # Grouped by suite version: each version's layouts side by side.
+    server_columns = len(columns)
+    if client_scenarios:
+        logs = args.results / "client"
+        if logs.exists():
+            shutil.rmtree(logs)
+        logs.mkdir(parents=True)
+        version = CLIENT_SUITE.version
+        column = {}
+        for name in client_scenarios:
+            column[name] = run_client_scenario(CLIENT_SUITE, name, logs / version, logs / f"{name}.log")
+            if record(column[name], f"({version}, client)", expected_client, unexpected):
+                passed += 1
+            else:
+                failed += 1
+        columns.append((f"{version}, client", column))
+
+    if not args.scenario and not args.suite and not args.client and two \
+            and server_columns == len(layouts) * len(suites):
+        # Grouped by suite version: each version's layouts side by side (its client column last).
         columns.sort(key=lambda column: [s.version for s in suites].index(column[0].split(",")[0]))
         write_results(results_table(columns))
     if unexpected:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import copy
 import inspect
 import logging
@@ -31,7 +32,7 @@ from .errors import (
     TransportError,
     ValidationError,
 )
-from .transports.base import adapt
+from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 logger = logging.getLogger("mcp_client")
@@ -49,6 +50,8 @@ class AsyncClient:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
         self.transport = transport
         self._wire = adapt(transport)
+        # Whether the transport reports when a request's bytes are handed off (CAN-08, CAN-09).
+        self._reports_sent = accepts_keyword(self._wire.send, "on_sent")
         self.max_pages = max_pages
         self.input_required_max_rounds = input_required_max_rounds
         self.client_info = client_info or DEFAULT_CLIENT_INFO
@@ -85,7 +88,12 @@ class AsyncClient:
 
     async def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
                       mode: str | None = None, client_info: dict | None = None) -> dict:
-        """The ``initialize`` handshake; a second call returns the first result."""
+        """The ``initialize`` handshake; a second call returns the first result.
+
+        ``mode`` is ``"legacy"`` (always the handshake) or ``"auto"`` (the default; until the
+        2026-07-28 lifecycle is supported it is the handshake too). A custom transport whose
+        ``connect`` declares no ``mode`` gets ``connect()``, and an explicit ``mode`` raises.
+        """
         if self.connected:
             return self.server_info
         if protocol_version is not None and not versions.is_handshake_version(protocol_version):
@@ -95,25 +103,45 @@ class AsyncClient:
             )
         if mode not in (None, LEGACY_MODE, AUTO_MODE):
             raise ValueError(f"mode {mode!r} is not supported by this client yet; use 'legacy'")
-        await self._wire.start(self._receive, self._fail)
+        if isinstance(self._wire, RequestResponseTransport):
+            if mode is not None and not self._wire.connect_takes_mode:
+                raise ValueError(f"mode={mode!r} needs a transport whose connect() takes mode=; "
+                                 f"{type(self.transport).__name__}.connect() does not")
+            await self._wire.start(self._receive, self._fail, mode=LEGACY_MODE if mode else None)
+        else:
+            await self._wire.start(self._receive, self._fail)
         params = {
             "protocolVersion": protocol_version or versions.LATEST_HANDSHAKE_VERSION,
             "capabilities": self._capabilities(capabilities),
             "clientInfo": client_info or self.client_info,
         }
-        result = await self._request(methods.INITIALIZE, params)
-        if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
-                and versions.is_handshake_version(result.get("protocolVersion"))):
-            raise ValidationError(f"the server's initialize result is not usable: {result!r}")
+        try:
+            result = await self._request(methods.INITIALIZE, params)
+            if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
+                    and versions.is_handshake_version(result.get("protocolVersion"))):
+                raise ValidationError(f"the server's initialize result is not usable: {result!r}")
+        except BaseException:
+            # Nothing half-open stays behind (a spawned process, an HTTP client): a later
+            # connect() starts from scratch.
+            with contextlib.suppress(Exception):
+                await self._wire.close()
+            raise
         self.server_info = result
         negotiated = getattr(self._wire, "negotiated", None)
         if negotiated is not None:
             negotiated(result["protocolVersion"])
         await self._notify(methods.NOTIFICATIONS_INITIALIZED)
-        listen = getattr(self._wire, "start_listening", None)
-        if listen is not None and self._server_requests:
-            await listen()
+        if self._server_requests or self._notifications:
+            await self._listen()
         return result
+
+    async def _listen(self) -> None:
+        """Open the transport's stream for what the server sends on no request's stream:
+        requests and notifications (the standalone GET stream of Streamable HTTP; stdio needs
+        none). Only a client with a handler or a callback for them opens it."""
+        listen = getattr(self._wire, "start_listening", None)
+        if listen is not None:
+            await listen()
 
     def _capabilities(self, declared: dict | None) -> dict:
         capabilities = copy.deepcopy(declared) if declared else {}
@@ -125,12 +153,16 @@ class AsyncClient:
         return capabilities
 
     async def close(self) -> None:
-        """Close the transport; a later ``connect()`` starts over."""
+        """Close the transport; a later ``connect()`` starts over. An error of the transport's
+        close (a DELETE the server refused) is raised after the local state is cleared."""
         self.server_info = None
-        await self._wire.close()
-        self._fail(TransportError("the client was closed"))
-        for task in list(self._background):
-            task.cancel()
+        self._output_schemas.clear()
+        try:
+            await self._wire.close()
+        finally:
+            self._fail(TransportError("the client was closed"))
+            for task in list(self._background):
+                task.cancel()
 
     async def __aenter__(self) -> AsyncClient:
         await self.connect()
@@ -154,19 +186,50 @@ class AsyncClient:
         return self.on_server_request(methods.ROOTS_LIST, handler)
 
     def on_server_request(self, method: str, handler: Callable) -> Callable:
+        """``handler(params) -> result`` answers the server's requests named ``method`` (any
+        method). Raise ``ServerRequestError(message, code)`` to answer with that error; any other
+        exception answers -32603. Registered after ``connect()``, it opens the listening stream."""
         self._server_requests[method] = handler
+        # A custom transport with a route of its own for server requests gets the handler too.
+        route = getattr(self.transport, "on_server_request", None)
+        if isinstance(self._wire, RequestResponseTransport) and callable(route):
+            route(method, handler)
+        self._listen_soon()
         return handler
 
     def on_notification(self, method: str, callback: Callable) -> Callable:
-        """``callback(params)`` for every notification named ``method`` (``"*"``: all)."""
+        """``callback(params)`` for every notification named ``method`` (``"*"``: the whole
+        message, for all). Registered after ``connect()``, it opens the listening stream."""
         self._notifications[method].append(callback)
+        self._listen_soon()
         return callback
 
+    def _listen_soon(self) -> None:
+        if self.connected:
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to open it on
+                self._spawn(self._listen())
+
     def on_progress(self, callback: Callable) -> Callable:
+        """``callback(params)`` for every ``notifications/progress`` (``call_tool(on_progress=)``
+        takes the progress of one call)."""
         return self.on_notification(methods.NOTIFICATIONS_PROGRESS, callback)
 
     def on_log_message(self, callback: Callable) -> Callable:
+        """``callback({"level", "data", "logger"?})`` for the server's log messages."""
         return self.on_notification(methods.NOTIFICATIONS_MESSAGE, callback)
+
+    def on_resource_updated(self, callback: Callable) -> Callable:
+        """``callback({"uri"})`` when a resource subscribed to changed."""
+        return self.on_notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, callback)
+
+    def on_list_changed(self, callback: Callable) -> Callable:
+        """``callback(kind)`` with ``"tools"``, ``"prompts"`` or ``"resources"`` when the server
+        says that list changed."""
+        for kind, method in (("tools", methods.NOTIFICATIONS_TOOLS_LIST_CHANGED),
+                             ("prompts", methods.NOTIFICATIONS_PROMPTS_LIST_CHANGED),
+                             ("resources", methods.NOTIFICATIONS_RESOURCES_LIST_CHANGED)):
+            self.on_notification(method, lambda params, kind=kind: callback(kind))
+        return callback
 
     # Requests --------------------------------------------------------------------------------
     async def ping(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:
@@ -185,8 +248,9 @@ class AsyncClient:
                 self._output_schemas.pop(tool.name, None)
         return page
 
-    async def tools(self, *, meta: dict | None = None) -> list[Tool]:
-        return await self._collect(self.list_tools, meta)
+    async def tools(self, *, meta: dict | None = None,
+                    cancellation: Cancellation | None = None) -> list[Tool]:
+        return await self._collect(self.list_tools, meta, cancellation)
 
     async def call_tool(self, name: str | None = None, arguments: dict | None = None, *,
                         tool: Tool | None = None, progress_token: Any = None,
@@ -233,16 +297,18 @@ class AsyncClient:
         return await self._page(methods.RESOURCES_LIST, "resources", Resource.from_wire, cursor, meta,
                                 cancellation)
 
-    async def resources(self, *, meta: dict | None = None) -> list[Resource]:
-        return await self._collect(self.list_resources, meta)
+    async def resources(self, *, meta: dict | None = None,
+                        cancellation: Cancellation | None = None) -> list[Resource]:
+        return await self._collect(self.list_resources, meta, cancellation)
 
     async def list_resource_templates(self, cursor: str | None = None, *, meta: dict | None = None,
                                       cancellation: Cancellation | None = None) -> Page:
         return await self._page(methods.RESOURCES_TEMPLATES_LIST, "resourceTemplates",
                                 ResourceTemplate.from_wire, cursor, meta, cancellation)
 
-    async def resource_templates(self, *, meta: dict | None = None) -> list[ResourceTemplate]:
-        return await self._collect(self.list_resource_templates, meta)
+    async def resource_templates(self, *, meta: dict | None = None,
+                                 cancellation: Cancellation | None = None) -> list[ResourceTemplate]:
+        return await self._collect(self.list_resource_templates, meta, cancellation)
 
     async def read_resource(self, uri: str, *, meta: dict | None = None,
                             cancellation: Cancellation | None = None) -> list[dict]:
@@ -255,19 +321,26 @@ class AsyncClient:
             raise ValidationError(f"resources/read contents must be a list: {contents!r}")
         return contents
 
-    async def subscribe_resource(self, uri: str, *, meta: dict | None = None) -> dict:
-        return await self._call(methods.RESOURCES_SUBSCRIBE, {"uri": uri}, meta=meta)
+    async def subscribe_resource(self, uri: str, *, meta: dict | None = None,
+                                 cancellation: Cancellation | None = None) -> dict:
+        """``resources/subscribe``: the server then sends ``notifications/resources/updated``
+        for ``uri`` (see ``on_resource_updated``)."""
+        return await self._call(methods.RESOURCES_SUBSCRIBE, {"uri": uri}, meta=meta,
+                                cancellation=cancellation)
 
-    async def unsubscribe_resource(self, uri: str, *, meta: dict | None = None) -> dict:
-        return await self._call(methods.RESOURCES_UNSUBSCRIBE, {"uri": uri}, meta=meta)
+    async def unsubscribe_resource(self, uri: str, *, meta: dict | None = None,
+                                   cancellation: Cancellation | None = None) -> dict:
+        return await self._call(methods.RESOURCES_UNSUBSCRIBE, {"uri": uri}, meta=meta,
+                                cancellation=cancellation)
 
     async def list_prompts(self, cursor: str | None = None, *, meta: dict | None = None,
                            cancellation: Cancellation | None = None) -> Page:
         return await self._page(methods.PROMPTS_LIST, "prompts", Prompt.from_wire, cursor, meta,
                                 cancellation)
 
-    async def prompts(self, *, meta: dict | None = None) -> list[Prompt]:
-        return await self._collect(self.list_prompts, meta)
+    async def prompts(self, *, meta: dict | None = None,
+                      cancellation: Cancellation | None = None) -> list[Prompt]:
+        return await self._collect(self.list_prompts, meta, cancellation)
 
     async def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
                          cancellation: Cancellation | None = None) -> dict:
@@ -289,8 +362,12 @@ class AsyncClient:
         completion = result.get("completion") if isinstance(result, dict) else None
         return completion if isinstance(completion, dict) else {"values": [], "hasMore": False}
 
-    async def set_logging_level(self, level: str) -> dict:
-        return await self._call(methods.LOGGING_SET_LEVEL, {"level": level})
+    async def set_logging_level(self, level: str, *, meta: dict | None = None,
+                                cancellation: Cancellation | None = None) -> dict:
+        """``logging/setLevel``: the server's log messages from ``level`` up reach
+        ``on_log_message``."""
+        return await self._call(methods.LOGGING_SET_LEVEL, {"level": level}, meta=meta,
+                                cancellation=cancellation)
 
     async def notify_roots_list_changed(self) -> None:
         await self._notify(methods.NOTIFICATIONS_ROOTS_LIST_CHANGED)
@@ -309,12 +386,13 @@ class AsyncClient:
         return Page(items=items, next_cursor=result.get("nextCursor"), meta=result.get("_meta"),
                     ttl_ms=result.get("ttlMs"), cache_scope=result.get("cacheScope"))
 
-    async def _collect(self, list_page: Callable, meta: dict | None) -> list:
+    async def _collect(self, list_page: Callable, meta: dict | None,
+                       cancellation: Cancellation | None = None) -> list:
         items: list = []
         seen: set[str] = set()
         cursor = None
         for _ in range(self.max_pages):
-            page = await list_page(cursor, meta=meta)
+            page = await list_page(cursor, meta=meta, cancellation=cancellation)
             items.extend(page.items)
             cursor = page.next_cursor
             if cursor is None or cursor in seen:  # a repeated cursor would loop forever
@@ -337,15 +415,19 @@ class AsyncClient:
         params = _with_meta(params, meta)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
+        sent = asyncio.Event()
         self._pending[request_id] = answer
+        # The request is written by a task of its own, so that the caller can stop waiting (a
+        # cancellation, a read timeout) even while a transport is still busy sending it.
+        sending = self._spawn(self._send_request(jsonrpc.request(request_id, method, params), answer,
+                                                 lambda: loop.call_soon_threadsafe(sent.set)))
+        sending.add_done_callback(lambda _: sent.set() if not _failed(sending) else None)
         unhook: Callable[[], None] = lambda: None  # noqa: E731
+        if cancellation is not None:
+            unhook = cancellation.on_cancel(
+                lambda token: loop.call_soon_threadsafe(self._cancel, request_id, token, sent, sending)
+            )
         try:
-            await self._wire.send(jsonrpc.request(request_id, method, params))
-            if cancellation is not None:
-                # Hooked once the request is written, so a cancel never overtakes it (CAN-08).
-                unhook = cancellation.on_cancel(
-                    lambda token: loop.call_soon_threadsafe(self._cancel, request_id, token)
-                )
             message = await self._wait(answer, method)
         finally:
             unhook()
@@ -359,14 +441,26 @@ class AsyncClient:
             raise ValidationError(f"the response to {method} has no result: {message!r}")
         return message["result"]
 
+    async def _send_request(self, message: dict, answer: asyncio.Future, on_sent: Callable[[], None]) -> None:
+        try:
+            if self._reports_sent:
+                await self._wire.send(message, on_sent=on_sent)
+            else:
+                await self._wire.send(message)
+        except Exception as exc:
+            if not answer.done():
+                answer.set_exception(exc)
+            raise
+
     async def _wait(self, answer: asyncio.Future, method: str) -> dict:
         """The answer; with a ``read_timeout`` on the transport, a server that stays silent that
         long is an error (anything it sends, progress say, proves it alive)."""
         timeout = getattr(self._wire, "read_timeout", None)
         if timeout is None:
             return await answer
+        asked = time.monotonic()  # the silence counts from the request, or from the last message
         while True:
-            remaining = self._last_heard + timeout - time.monotonic()
+            remaining = max(self._last_heard, asked) + timeout - time.monotonic()
             if remaining <= 0:
                 raise TransportError(f"no answer to {method} within read_timeout ({timeout} s)")
             try:
@@ -374,7 +468,8 @@ class AsyncClient:
             except TimeoutError:
                 continue
 
-    def _cancel(self, request_id: str, token: Cancellation) -> None:
+    def _cancel(self, request_id: str, token: Cancellation, sent: asyncio.Event,
+                sending: asyncio.Task) -> None:
         answer = self._pending.get(request_id)
         if answer is None or answer.done():
             return
@@ -382,15 +477,32 @@ class AsyncClient:
         params: dict[str, Any] = {"requestId": request_id}
         if token.reason:
             params["reason"] = token.reason
-        self._spawn(self._notify(methods.NOTIFICATIONS_CANCELLED, params))
+        self._spawn(self._send_cancel(params, sent, sending))
+
+    async def _send_cancel(self, params: dict, sent: asyncio.Event, sending: asyncio.Task) -> None:
+        """``notifications/cancelled``, never before its request: once the transport said the
+        request was handed off (or, for a transport that does not say, once it was sent). A
+        request that could not be sent needs no cancel."""
+        waiting = asyncio.ensure_future(sent.wait())
+        try:
+            await asyncio.wait({waiting, sending}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if sent.is_set() or not _failed(sending):
+            await sent.wait()
+            try:
+                await self._notify(methods.NOTIFICATIONS_CANCELLED, params)
+            except ClientError:
+                logger.warning("could not send notifications/cancelled for %s", params["requestId"])
 
     async def _notify(self, method: str, params: dict | None = None) -> None:
         await self._wire.send(jsonrpc.notification(method, params))
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def _fail(self, error: BaseException, request_id: Any = None) -> None:
         """A transport failure: of one request (``request_id``) or, without one, of all."""
@@ -407,7 +519,7 @@ class AsyncClient:
             return
         if not isinstance(message, dict):
             return
-        if "method" not in message and ("result" in message or "error" in message):
+        if "method" not in message:  # a response (one with neither result nor error fails its request)
             self._take_response(message)
         elif "method" in message and "id" in message:
             self._spawn(self._answer(message))
@@ -415,6 +527,11 @@ class AsyncClient:
             await self._dispatch_notification(message)
 
     def _take_response(self, message: dict) -> None:
+        if message.get("id") is None:
+            # Answers nothing we can name (CSTDIO-05); a server's error about a message it could
+            # not read at all is only worth a warning, since every request we send is well formed.
+            logger.warning("ignoring a response without an id from the server: %.500r", message)
+            return
         answer = self._pending.get(message.get("id"))
         if answer is not None:
             if not answer.done():
@@ -460,6 +577,10 @@ class AsyncClient:
             await self._wire.send(response)
         except ClientError:
             logger.exception("could not answer the server's %s request", method)
+
+
+def _failed(task: asyncio.Task) -> bool:
+    return task.done() and (task.cancelled() or task.exception() is not None)
 
 
 def _call_handler(handler: Callable, params: dict) -> Any:

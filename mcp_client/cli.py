@@ -5,6 +5,12 @@ SERVER is a URL (Streamable HTTP) or a command line that starts a stdio server, 
     python -m mcp_client http://127.0.0.1:8000/mcp
     python -m mcp_client "python manage.py mcp_stdio" call add a=2 b=3
     python -m mcp_client "python manage.py mcp_stdio" read demo://readme
+    python -m mcp_client "python manage.py mcp_stdio" prompt greeting name=Ada
+
+Without a command it shows the server and lists its tools, prompts and resources. A tool's
+progress is drawn as a bar on stderr; ``--log-level info`` shows the server's log messages there.
+When the server asks the user something (elicitation) the questions are asked on the terminal;
+with no terminal the request is declined.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .client import Client
@@ -21,27 +28,30 @@ from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 
 BAR_WIDTH = 30
+CELL_WIDTH = 60
+LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
 def transport_for(server: str, read_timeout: float | None) -> Any:
     if server.startswith(("http://", "https://")):
-        return HTTPTransport(server)
+        return HTTPTransport(server, timeout=read_timeout or 30.0)
     words = shlex.split(server)
     if not words:
         raise SystemExit("SERVER is empty: give a URL or a command line")
     return StdioTransport(words[0], words[1:], read_timeout=read_timeout)
 
 
-def parse_arguments(pairs: list[str], input_schema: dict | None = None) -> dict[str, Any]:
+def parse_arguments(pairs: list[str], input_schema: dict | None = None, *,
+                    strings: bool = False) -> dict[str, Any]:
     """``key=value`` pairs; a value is JSON (``3``, ``true``, ``[1,2]``) unless the tool's
-    schema says the property is a string, or it is not valid JSON."""
+    schema says the property is a string, or it is not valid JSON (or ``strings``: prompts)."""
     properties = (input_schema or {}).get("properties", {})
     arguments: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise SystemExit(f"arguments are key=value, not {pair!r}")
-        if properties.get(key, {}).get("type") == "string":
+        if strings or properties.get(key, {}).get("type") == "string":
             arguments[key] = value
             continue
         try:
@@ -55,12 +65,18 @@ def table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
     if not rows:
         out.write("(none)\n")
         return
-    cells = [headers, *[[str(c) for c in row] for row in rows]]
-    widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(headers))]
+    cells = [headers, *[[_cell(value) for value in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for index, row in enumerate(cells):
-        out.write("  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
         if index == 0:
             out.write("  ".join("-" * width for width in widths) + "\n")
+
+
+def _cell(value: Any) -> str:
+    """One line, at most CELL_WIDTH characters (an ellipsis says when it was cut)."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…"
 
 
 class ProgressBar:
@@ -105,7 +121,79 @@ def show_overview(client: Client, out: TextIO) -> None:
             table([[t.uri_template, t.name] for t in templates], ["template", "name"], out)
 
 
-def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+class TerminalElicitation:
+    """Answers ``elicitation/create`` by asking each field of the form on the terminal.
+
+    An empty answer keeps the field's default (or leaves it out); ``ask`` is ``input`` unless a
+    test gives another. Interrupting (Ctrl-D, Ctrl-C) cancels.
+    """
+
+    def __init__(self, out: TextIO, ask: Callable[[str], str] = input):
+        self.out = out
+        self.ask = ask
+
+    def __call__(self, params: dict) -> dict:
+        if params.get("mode") == "url":
+            self.out.write(f"\n{params.get('message', '')}\nOpen: {params.get('url')}\n")
+            return {"action": "accept" if self._yes("Opened it?") else "decline"}
+        self.out.write(f"\nThe server asks: {params.get('message', '')}\n")
+        schema = params.get("requestedSchema") or {}
+        required = set(schema.get("required") or [])
+        content: dict[str, Any] = {}
+        try:
+            for name, field in (schema.get("properties") or {}).items():
+                value = self._field(name, field, name in required)
+                if value is not None:
+                    content[name] = value
+            if not self._yes("Send this answer?"):
+                return {"action": "decline"}
+        except (EOFError, KeyboardInterrupt):
+            self.out.write("\n")
+            return {"action": "cancel"}
+        return {"action": "accept", "content": content}
+
+    def _yes(self, question: str) -> bool:
+        return self.ask(f"{question} [Y/n] ").strip().lower() in ("", "y", "yes")
+
+    def _field(self, name: str, field: dict, required: bool) -> Any:
+        label = field.get("title") or name
+        choices = field.get("enum") or [option.get("const") for option in field.get("oneOf") or []]
+        default = field.get("default")
+        hint = f" ({'/'.join(map(str, choices))})" if choices else ""
+        hint += f" [{json.dumps(default)}]" if default is not None else (" *" if required else "")
+        while True:
+            text = self.ask(f"  {label}{hint}: ").strip()
+            if not text:
+                if default is not None or not required:
+                    return default
+                continue
+            kind = field.get("type")
+            try:
+                if kind == "boolean":
+                    return text.lower() in ("y", "yes", "true", "1")
+                if kind in ("integer", "number"):
+                    return int(text) if kind == "integer" else float(text)
+            except ValueError:
+                self.out.write(f"  {label} must be a {kind}\n")
+                continue
+            if choices and text not in map(str, choices):
+                self.out.write(f"  choose one of {', '.join(map(str, choices))}\n")
+                continue
+            return text
+
+
+def show_log(out: TextIO) -> Callable[[dict], None]:
+    def log(params: dict) -> None:
+        data = params.get("data")
+        text = data if isinstance(data, str) else json.dumps(data)
+        logger = f" {params['logger']}" if params.get("logger") else ""
+        out.write(f"[{params.get('level')}{logger}] {text}\n")
+
+    return log
+
+
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+         ask: Callable[[str], str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mcp_client", description=__doc__.split("\n\n")[0])
     parser.add_argument("server", help="a URL, or a command line in quotes")
     parser.add_argument("command", nargs="?", default="list",
@@ -113,16 +201,35 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     parser.add_argument("target", nargs="?", help="tool, resource URI or prompt name")
     parser.add_argument("arguments", nargs="*", help="key=value arguments")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a silent server")
+    parser.add_argument("--log-level", choices=LOG_LEVELS,
+                        help="show the server's log messages from this level up")
     options = parser.parse_args(argv)
-    client = Client(transport_for(options.server, options.timeout))
+    try:
+        client = Client(transport_for(options.server, options.timeout))
+    except ModuleNotFoundError as exc:  # HTTP without httpx
+        err.write(f"error: {exc}\n")
+        return 1
+    if ask is None and sys.stdin.isatty():
+        ask = input
+    if ask is not None:
+        client.on_elicitation(TerminalElicitation(err, ask))
+    else:
+        client.on_elicitation(lambda params: {"action": "decline"})
+    if options.log_level:
+        client.on_log_message(show_log(err))
     try:
         client.connect()
+        if options.log_level and "logging" in client.server_capabilities:
+            client.set_logging_level(options.log_level)
         return run(client, options, out, err)
     except ClientError as exc:
         err.write(f"error: {exc}\n")
         return 1
     finally:
-        client.shutdown()
+        try:
+            client.shutdown()
+        except ClientError as exc:
+            err.write(f"warning: {exc}\n")
 
 
 def run(client: Client, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -144,19 +251,27 @@ def run(client: Client, options: argparse.Namespace, out: TextIO, err: TextIO) -
         return 2
     if command == "call":
         schema = next((t.input_schema for t in client.tools() if t.name == options.target), None)
+        if schema is None:
+            err.write(f"error: the server has no tool {options.target!r}\n")
+            return 1
         bar = ProgressBar(err)
-        result = client.call_tool(options.target, parse_arguments(options.arguments, schema), on_progress=bar)
-        bar.done()
+        try:
+            result = client.call_tool(options.target, parse_arguments(options.arguments, schema),
+                                      on_progress=bar)
+        finally:
+            bar.done()
         for block in result.content:
             out.write((block.get("text") if block.get("type") == "text" else json.dumps(block)) + "\n")
         if result.structured_content is not None:
             out.write(json.dumps(result.structured_content, indent=2) + "\n")
+        if result.is_error:
+            err.write(f"error: the tool {options.target} failed\n")
         return 1 if result.is_error else 0
     if command == "read":
         for contents in client.read_resource(options.target):
             out.write(contents.get("text", f"<{len(contents.get('blob', ''))} base64 characters>") + "\n")
         return 0
-    result = client.get_prompt(options.target, parse_arguments(options.arguments))
+    result = client.get_prompt(options.target, parse_arguments(options.arguments, strings=True))
     for message in result["messages"]:
         content = message.get("content", {})
         text = content.get("text") if content.get("type") == "text" else json.dumps(content)

@@ -19,9 +19,10 @@ _BLOCKING = (
     "unsubscribe_resource", "list_prompts", "prompts", "get_prompt", "complete",
     "set_logging_level", "notify_roots_list_changed",
 )
-_PASS_THROUGH = (
+# Registering a handler or a callback may open the listening stream: done on the client's loop.
+_ON_LOOP = (
     "on_elicitation", "on_sampling", "on_roots", "on_server_request", "on_notification",
-    "on_progress", "on_log_message",
+    "on_progress", "on_log_message", "on_resource_updated", "on_list_changed",
 )
 _PROPERTIES = (
     "connected", "protocol_version", "server_capabilities", "instructions",
@@ -31,14 +32,20 @@ _PROPERTIES = (
 
 class Client:
     def __init__(self, transport: Any, **options: Any):
+        self._async = AsyncClient(transport, **options)  # first: bad options start no thread
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
         self._thread.start()
-        self._async = AsyncClient(transport, **options)
 
     def _run(self, coroutine: Any) -> Any:
         if not self._thread.is_alive():
+            coroutine.close()
             raise RuntimeError("this client was shut down")
+        if threading.current_thread() is self._thread:
+            # A notification callback runs on the client's loop: waiting there would wait forever.
+            coroutine.close()
+            raise RuntimeError("a notification callback cannot make a blocking call on its own client; "
+                               "use a server-request handler (run on a worker thread) or another thread")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     def shutdown(self) -> None:
@@ -49,9 +56,15 @@ class Client:
             finally:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(5)
+                if not self._thread.is_alive():
+                    self._loop.close()
 
     def __enter__(self) -> Client:
-        self.connect()
+        try:
+            self.connect()
+        except BaseException:
+            self.shutdown()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -71,9 +84,12 @@ def _blocking(name: str) -> Callable:
     return call
 
 
-def _pass_through(name: str) -> Callable:
+def _on_loop(name: str) -> Callable:
     def call(self: Client, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self._async, name)(*args, **kwargs)
+        async def register() -> Any:
+            return getattr(self._async, name)(*args, **kwargs)
+
+        return self._run(register())
 
     call.__name__, call.__doc__ = name, getattr(AsyncClient, name).__doc__
     return call
@@ -85,7 +101,7 @@ def _property(name: str) -> property:
 
 for _name in _BLOCKING:
     setattr(Client, _name, _blocking(_name))
-for _name in _PASS_THROUGH:
-    setattr(Client, _name, _pass_through(_name))
+for _name in _ON_LOOP:
+    setattr(Client, _name, _on_loop(_name))
 for _name in _PROPERTIES:
     setattr(Client, _name, _property(_name))

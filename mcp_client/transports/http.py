@@ -8,8 +8,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
-
 from mcp_protocol import jsonrpc, methods
 
 from ..errors import (
@@ -23,8 +21,13 @@ from ..errors import (
     UnauthorizedError,
     UnprocessableError,
 )
-from .base import Deliver, Fail
+from .base import Deliver, Fail, OnSent
 from .sse import SSEParser
+
+try:
+    import httpx
+except ImportError:  # only Streamable HTTP needs it: stdio clients work without (CHTTP-13)
+    httpx = None
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 DEFAULT_RETRY_MS = 1000
@@ -46,9 +49,16 @@ class HTTPTransport:
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  max_reconnection_wait: float = 300.0, timeout: float = 30.0,
                  http_client_factory: Callable[[], httpx.AsyncClient] | None = None):
+        if httpx is None:
+            raise ModuleNotFoundError("HTTPTransport needs the httpx package, which is missing: "
+                                      "pip install httpx (stdio needs nothing more)", name="httpx")
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) \
                 or max_message_bytes <= 0:
             raise ValueError(f"max_message_bytes must be a positive integer, not {max_message_bytes!r}")
+        if isinstance(max_reconnection_wait, bool) or not isinstance(max_reconnection_wait, int | float) \
+                or max_reconnection_wait <= 0:
+            raise ValueError(f"max_reconnection_wait must be a positive number of seconds, "
+                             f"not {max_reconnection_wait!r}")
         self.url = url
         self.headers = dict(headers or {})
         self.max_message_bytes = max_message_bytes
@@ -61,6 +71,7 @@ class HTTPTransport:
         self._deliver: Deliver | None = None
         self._fail: Fail | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._listening: asyncio.Task | None = None
 
     # Lifecycle -------------------------------------------------------------------------------
     async def start(self, deliver: Deliver, fail: Fail) -> None:
@@ -76,9 +87,13 @@ class HTTPTransport:
         """DELETE the session (404 and 405 count as done), then forget it."""
         for task in list(self._tasks):
             task.cancel()
+        self._listening = None
         try:
             if self.session_id and self._http is not None:
-                response = await self._http.delete(self.url, headers=self._headers())
+                try:
+                    response = await self._http.delete(self.url, headers=self._headers())
+                except httpx.HTTPError as exc:
+                    raise TransportError(f"DELETE {self.url} failed: {exc}") from exc
                 if response.status_code not in (200, 202, 204, 404, 405):
                     raise self._status_error(response, response.text)
         finally:
@@ -97,15 +112,30 @@ class HTTPTransport:
         return headers
 
     # Sending ---------------------------------------------------------------------------------
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict, *, on_sent: OnSent | None = None) -> None:
         if self._http is None:
             raise NotConnectedError("call connect() before sending")
         headers = {**self._headers(), "content-type": "application/json"}
-        request = self._http.build_request("POST", self.url, content=jsonrpc.encode(message), headers=headers)
+        handed_off = False
+
+        async def trace(event: str, info: dict) -> None:
+            # httpcore says when the request body is written: a cancel may follow from then on.
+            nonlocal handed_off
+            if event.endswith("send_request_body.complete") and not handed_off:
+                handed_off = True
+                if on_sent is not None:
+                    on_sent()
+
+        request = self._http.build_request("POST", self.url, content=jsonrpc.encode(message), headers=headers,
+                                           extensions={"trace": trace})
         try:
             response = await self._http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise TransportError(f"POST {self.url}: no answer within {self.timeout} s ({exc!r})") from exc
         except httpx.HTTPError as exc:
-            raise TransportError(f"POST {self.url} failed: {exc}") from exc
+            raise TransportError(f"POST {self.url} failed: {exc!r}") from exc
+        if not handed_off and on_sent is not None:  # a custom httpx transport does not trace
+            on_sent()
         try:
             await self._answered(message, response)
         except BaseException:
@@ -115,32 +145,43 @@ class HTTPTransport:
     async def _answered(self, message: dict, response: httpx.Response) -> None:
         if message.get("method") == methods.INITIALIZE and response.headers.get("mcp-session-id"):
             self.session_id = response.headers["mcp-session-id"]
+        is_request = "method" in message and "id" in message
         status = response.status_code
         if status == 202:
             await response.aclose()
+            if is_request:  # it would never be answered
+                raise TransportError(f"the server accepted the {message['method']} request with 202 "
+                                     "and no answer")
             return
         if status >= 400:
             body = (await self._read_capped(response)).decode("utf-8", "replace")
             raise self._status_error(response, body)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
-            self._spawn(self._stream(response, message.get("id")))
+            self._spawn(self._stream(response, message.get("id") if is_request else None))
             return
         body = await self._read_capped(response)
-        if body.strip():
-            try:
-                payload = json.loads(body)
-            except ValueError as exc:
-                raise TransportError(f"the server sent a body that is not JSON: {body[:200]!r}") from exc
-            await self._deliver(payload)
+        if not body.strip():
+            if is_request:
+                raise TransportError(f"the server answered the {message['method']} request with an "
+                                     f"empty {status} response")
+            return
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:
+            raise TransportError(f"the server sent a body that is not JSON ({kind or 'no content type'}): "
+                                 f"{body[:200]!r}") from exc
+        await self._deliver(payload)
 
     def _status_error(self, response: httpx.Response, body: str) -> HTTPStatusError:
         status = response.status_code
+        detail = _error_message(body)
         if status == 404 and self.session_id:
             self.session_id = None
-            return SessionExpiredError(404, "the session expired or was deleted; connect again", body)
+            return SessionExpiredError(404, "the session expired or was deleted; connect again"
+                                       + (f" ({detail})" if detail else ""), body)
         cls = STATUS_ERRORS.get(status, HTTPStatusError)
-        return cls(status, response.reason_phrase or "error", body)
+        return cls(status, (response.reason_phrase or "error") + (f": {detail}" if detail else ""), body)
 
     async def _read_capped(self, response: httpx.Response) -> bytes:
         chunks, size = [], 0
@@ -157,7 +198,7 @@ class HTTPTransport:
     async def _stream(self, response: httpx.Response, request_id: Any) -> None:
         """Read a POST's SSE stream; resume it with GET + Last-Event-ID if it ends too soon."""
         parser = SSEParser(self.max_message_bytes)
-        deadline = time.monotonic() + self.max_reconnection_wait
+        deadline: float | None = None  # the reconnection budget starts when the stream first drops
         attempts = 0
         while True:
             try:
@@ -166,24 +207,33 @@ class HTTPTransport:
             except TransportError as exc:
                 self._fail(exc, request_id)
                 return
+            except httpx.TimeoutException:
+                limit = f"{self.timeout} s" if attempts == 0 else "the rest of max_reconnection_wait"
+                self._fail(TransportError(f"the server sent nothing for {limit} while answering"),
+                           request_id)
+                return
             except httpx.HTTPError:
                 pass  # dropped: resume below
             finally:
+                ended = time.monotonic()  # the server's retry: counts from here
                 await response.aclose()
             if parser.last_event_id is None or attempts >= MAX_RESUME_ATTEMPTS:
-                self._fail(TransportError("the server closed the response stream before answering"),
+                self._fail(TransportError("the server closed the response stream before answering"
+                                          + (f" (after {attempts} resumptions)" if attempts else "")),
                            request_id)
                 return
             attempts += 1
+            if deadline is None:
+                deadline = ended + self.max_reconnection_wait
             try:
-                response = await self._resume(parser, deadline)
+                response = await self._resume(parser, deadline, ended)
             except TransportError as exc:
                 self._fail(exc, request_id)
                 return
 
     async def _read_events(self, response: httpx.Response, parser: SSEParser, request_id: Any) -> bool:
-        """True once the answer to ``request_id`` went by (or, with no id, the stream ended)."""
-        answered = False
+        """True once the answer to ``request_id`` went by (the stream may stay open after it: a
+        resumed GET stream does); with no id, read until the stream ends."""
         async for chunk in response.aiter_bytes():
             for event in parser.feed(chunk):
                 if not event.data:
@@ -193,18 +243,18 @@ class HTTPTransport:
                 except ValueError as exc:
                     raise TransportError(f"an SSE event is not JSON: {event.data[:200]!r}") from exc
                 await self._deliver(message)
-                if isinstance(message, dict) and "method" not in message and \
-                        message.get("id") == request_id:
-                    answered = True
-        return answered or request_id is None
+                if request_id is not None and isinstance(message, dict) and "method" not in message \
+                        and message.get("id") == request_id:
+                    return True
+        return request_id is None
 
-    async def _resume(self, parser: SSEParser, deadline: float) -> httpx.Response:
-        """Wait the server's ``retry:`` (never less), then GET with ``Last-Event-ID``."""
+    async def _resume(self, parser: SSEParser, deadline: float, ended: float) -> httpx.Response:
+        """Wait the server's ``retry:`` from the end of the stream (never less), then GET with
+        ``Last-Event-ID``."""
         wait = max(MIN_RETRY_MS, parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS) / 1000
-        remaining = deadline - time.monotonic()
-        if wait > remaining:
+        if ended + wait > deadline:
             raise TransportError(f"resuming would need {wait:.1f} s, past max_reconnection_wait")
-        await asyncio.sleep(wait)
+        await asyncio.sleep(max(0.0, ended + wait - time.monotonic()))
         headers = {**self._headers("text/event-stream"), "last-event-id": parser.last_event_id}
         timeout = httpx.Timeout(self.timeout, read=max(0.1, deadline - time.monotonic()))
         request = self._http.build_request("GET", self.url, headers=headers, timeout=timeout)
@@ -219,7 +269,8 @@ class HTTPTransport:
 
     async def start_listening(self) -> None:
         """Open the session's GET stream in the background, for requests the server sends."""
-        self._spawn(self._listen())
+        if self._listening is None or self._listening.done():
+            self._listening = self._spawn(self._listen())
 
     async def _listen(self) -> None:
         parser = SSEParser(self.max_message_bytes)
@@ -230,21 +281,29 @@ class HTTPTransport:
             timeout = httpx.Timeout(self.timeout, read=LISTEN_READ_TIMEOUT)
             try:
                 async with self._http.stream("GET", self.url, headers=headers, timeout=timeout) as response:
-                    if response.status_code in (405, 404, 409):
-                        return  # no listening stream here (or one is open already)
                     if response.status_code != 200:
-                        return
+                        return  # no listening stream here (405), or one is open already (409)
                     await self._read_events(response, parser, None)
             except (httpx.HTTPError, TransportError):
                 pass
             wait = max(MIN_RETRY_MS, parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS)
             await asyncio.sleep(wait / 1000)
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def __repr__(self) -> str:
         return f"<HTTPTransport {self.url}>"
+
+
+def _error_message(body: str) -> str:
+    """The message of a JSON-RPC error in an HTTP error body, if that is what it is."""
+    try:
+        error = json.loads(body).get("error")
+        return str(error["message"]) if isinstance(error, dict) and "message" in error else ""
+    except (ValueError, AttributeError):
+        return ""
 

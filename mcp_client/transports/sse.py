@@ -29,20 +29,25 @@ class SSEParser:
         self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """The events ``chunk`` completes; raises TransportError once one event (its lines so
+        far, and the line still incomplete) exceeds ``max_event_bytes``."""
+        if b"\n" not in chunk:
+            self._partial += chunk
+            self._check(len(self._partial))
+            return []
         events = []
-        self._partial += chunk
-        self._grow(len(chunk))
-        *lines, self._partial = self._partial.split(b"\n")
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
         for raw in lines:
-            line = raw.rstrip(b"\r").decode("utf-8", "replace")
-            event = self._line(line)
+            self._size += len(raw) + 1
+            self._check()
+            event = self._line(raw.rstrip(b"\r").decode("utf-8", "replace"))
             if event is not None:
                 events.append(event)
+        self._check(len(self._partial))
         return events
 
-    def _grow(self, size: int) -> None:
-        self._size += size
-        if self._size > self.max_event_bytes:
+    def _check(self, incomplete: int = 0) -> None:
+        if self._size + incomplete > self.max_event_bytes:
             raise TransportError(f"an SSE event from the server exceeds max_message_bytes "
                                  f"({self.max_event_bytes})")
 
@@ -70,5 +75,5 @@ class SSEParser:
         if self._data or self._id is not None:
             event = ServerSentEvent("\n".join(self._data), self._id, self._event, self._retry)
         self._data, self._id, self._event, self._retry = [], None, None, None
-        self._size = len(self._partial)
+        self._size = 0
         return event

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from mcp_protocol import jsonrpc
 
 from ..errors import ConnectionClosedError, NotConnectedError, TransportError
-from .base import Deliver, Fail
+from .base import Deliver, Fail, OnSent
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 STDERR_TAIL_BYTES = 16 * 1024
@@ -24,6 +24,9 @@ class StdioTransport:
     ``read_timeout`` (seconds) bounds how long a request waits while the server says nothing;
     ``env`` is added to this process's environment.
     """
+
+    # close(): how long to wait for the process to exit after closing its stdin, then after SIGTERM.
+    close_wait = 2.0
 
     def __init__(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
                  read_timeout: float | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -40,32 +43,44 @@ class StdioTransport:
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._stderr_tail = bytearray()
+        self._broken: TransportError | None = None
 
     @property
     def stderr_tail(self) -> str:
         return self._stderr_tail.decode("utf-8", "replace")
 
     async def start(self, deliver: Deliver, fail: Fail) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            self.command, *self.args, cwd=self.cwd, env={**os.environ, **self.env},
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, limit=self.max_line_bytes,
-        )
-        self._tasks = [asyncio.create_task(self._read(deliver, fail)),
-                       asyncio.create_task(self._drain_stderr())]
+        self._broken = None
+        self._stderr_tail.clear()
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                self.command, *self.args, cwd=self.cwd, env={**os.environ, **self.env},
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, limit=self.max_line_bytes,
+            )
+        except OSError as exc:
+            raise TransportError(f"cannot start the server {self.command!r}: {exc}") from exc
+        self._tasks = [asyncio.create_task(self._read(self.process, deliver, fail)),
+                       asyncio.create_task(self._drain_stderr(self.process))]
 
-    async def _read(self, deliver: Deliver, fail: Fail) -> None:
-        stdout = self.process.stdout
+    def _break(self, fail: Fail, error: TransportError) -> None:
+        """The connection is unusable: every waiting request fails, and so does every later one."""
+        self._broken = error
+        fail(error)
+
+    async def _read(self, process: asyncio.subprocess.Process, deliver: Deliver, fail: Fail) -> None:
+        stdout = process.stdout
         while True:
             try:
                 line = await stdout.readline()
             except (ValueError, asyncio.LimitOverrunError):
-                limit = self.max_line_bytes
-                fail(TransportError(f"a message from the server exceeds max_line_bytes ({limit})"))
+                # The rest of that line would be read as new frames: nothing after it can be trusted.
+                self._break(fail, TransportError(
+                    f"a message from the server exceeds max_line_bytes ({self.max_line_bytes})"))
                 return
             if not line:
-                status = await self.process.wait()
-                fail(ConnectionClosedError(
+                status = await process.wait()
+                self._break(fail, ConnectionClosedError(
                     f"the server process exited with status {status}"
                     + (f"; its last words: {self.stderr_tail[-500:].strip()}" if self._stderr_tail else "")
                 ))
@@ -79,28 +94,33 @@ class StdioTransport:
                 continue
             await deliver(message)
 
-    async def _drain_stderr(self) -> None:
+    async def _drain_stderr(self, process: asyncio.subprocess.Process) -> None:
         while True:
-            chunk = await self.process.stderr.read(4096)
+            chunk = await process.stderr.read(4096)
             if not chunk:
                 return
             self._stderr_tail.extend(chunk)
             del self._stderr_tail[:-STDERR_TAIL_BYTES]
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict, *, on_sent: OnSent | None = None) -> None:
         if self.process is None:
             raise NotConnectedError("call connect() before sending (the server is not started)")
+        if self._broken is not None:
+            raise type(self._broken)(str(self._broken))
         data = jsonrpc.encode(message).encode("utf-8") + b"\n"
         # One writer at a time, so a cancel line never lands inside (or before) its request.
         async with self._write_lock:
+            stdin = self.process.stdin
             try:
-                self.process.stdin.write(data)
-                await self.process.stdin.drain()
+                stdin.write(data)
+                await stdin.drain()
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise ConnectionClosedError(f"the server process is gone: {exc}") from exc
+        if on_sent is not None:
+            on_sent()
 
     async def close(self) -> None:
-        """Close stdin, then wait 2 s, SIGTERM, wait 2 s, SIGKILL."""
+        """Close stdin, then wait 2 s (``close_wait``), SIGTERM, wait 2 s, SIGKILL."""
         process, self.process = self.process, None
         if process is None:
             return
@@ -111,7 +131,7 @@ class StdioTransport:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(sig)
             try:
-                await asyncio.wait_for(process.wait(), 2.0)
+                await asyncio.wait_for(process.wait(), self.close_wait)
                 break
             except TimeoutError:
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,8 @@ from .http_harness import DaphneServer, Event, HTTPClient, Listener
 from .services import reachable, require
 from .wire import check_client_message, check_server_message
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+# MCP_TEST_REDIS_PORT lets two checkouts run their suites side by side, each on its own Redis.
+REDIS_HOST, REDIS_PORT = "127.0.0.1", int(os.environ.get("MCP_TEST_REDIS_PORT", "6379"))
 
 
 def require_services() -> None:

@@ -23,6 +23,8 @@ from mcp_server.models import Session
 
 from .harness import REPO
 from .http_cluster import (
+    REDIS_HOST,
+    REDIS_PORT,
     call_tool,
     cluster,
     ends,
@@ -180,7 +182,7 @@ def run_manage(command: str, *, idle_timeout: float) -> subprocess.CompletedProc
     """``manage.py <command>`` with the settings of the processes, on the same database and Redis."""
     env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
     env.update(database_env(), DJANGO_SETTINGS_MODULE="tests.http_settings",
-               REDIS_URL=f"redis://127.0.0.1:6379/{REDIS_DB}",
+               REDIS_URL=f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}",
                MCP_TEST_HTTP_SETTINGS=json.dumps({"SESSION_IDLE_TIMEOUT": idle_timeout}))
     return subprocess.run([sys.executable, "manage.py", command], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)

@@ -251,7 +251,12 @@ class StreamableHTTPTransport:
 
     # Server-wide notifications (``server.notify_*``) --------------------------------------------
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
-        """Send to every session's listening stream, in every process; callable from anywhere."""
+        """Send to every session's listening stream, in every process; callable from anywhere.
+
+        A stateless transport has no listening stream: nothing is stored, and False says so.
+        """
+        if self.stateless:
+            return False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -267,6 +272,8 @@ class StreamableHTTPTransport:
         return True
 
     def notify_resource_updated(self, uri: str) -> bool:
+        if self.stateless:
+            return False  # no session, so no subscriber
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

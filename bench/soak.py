@@ -68,6 +68,7 @@ MIX = {"ping": 3, "tools/list": 2, "call": 3, "progress": 3, "cancel": 2, "resum
        "reopen": 1}
 RSS_TARGET = 0.10  # the growth from warm-up to end that the report calls flat
 LOG_TAIL_LINES = 40
+MAX_CHUNKS_PER_STREAM = 10_000  # far more than any operation's stream carries
 
 
 class Failure(Exception):
@@ -107,7 +108,7 @@ class Connection(rawhttp.Connection):
         """The SSE events of the response being read, as they arrive, until its body ends."""
         chunked = headers.get("transfer-encoding", "").lower() == "chunked"
         buffer = b""
-        while True:
+        for _ in range(MAX_CHUNKS_PER_STREAM):
             if chunked:
                 size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
                 if size == 0:
@@ -126,6 +127,8 @@ class Connection(rawhttp.Connection):
                 event = parse_event(block)
                 if event is not None:
                     yield event
+        else:
+            raise Failure("endless stream", f"more than {MAX_CHUNKS_PER_STREAM} chunks")
         if headers.get("connection", "").lower() == "close":
             self.close()
 
@@ -268,6 +271,14 @@ class Notifier:
         self._log.close()
 
 
+def as_failure(exc: Exception, timeout: float) -> Failure:
+    if isinstance(exc, Failure):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return Failure("timeout", f"no end within {timeout:g} s")
+    return Failure(type(exc).__name__, repr(exc)[:300])
+
+
 # Client workers --------------------------------------------------------------------------------
 @dataclass
 class Stats:
@@ -279,8 +290,9 @@ class Stats:
     def failed(self, kind: str, failure: Failure) -> None:
         key = f"{kind}: {failure.reason}"
         self.errors[key] += 1
-        if len(self.examples[key]) < 3:
-            self.examples[key].append(failure.detail or failure.reason)
+        example = failure.detail or failure.reason
+        if len(self.examples[key]) < 3 and example not in self.examples[key]:
+            self.examples[key].append(example)
 
 
 class Worker:
@@ -515,22 +527,16 @@ class Worker:
                 try:
                     await asyncio.wait_for(operation(), self.args.op_timeout)
                     self.stats.latencies[kind].append(time.monotonic() - started)
-                except TimeoutError:
-                    self._reset()
-                    self.stats.failed(kind, Failure("timeout", f"no end within {self.args.op_timeout} s"))
-                except Failure as failure:
-                    self._reset()
-                    self.stats.failed(kind, failure)
                 except Exception as exc:  # a broken connection, a malformed answer: counted too
                     self._reset()
-                    self.stats.failed(kind, Failure(type(exc).__name__, repr(exc)[:300]))
+                    self.stats.failed(kind, as_failure(exc, self.args.op_timeout))
         finally:
-            if self.session_id is not None:
-                try:
-                    await asyncio.wait_for(self.delete_session(self.session_id), self.args.op_timeout)
-                except (Failure, TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-                    reason = exc if isinstance(exc, Failure) else Failure(type(exc).__name__, str(exc))
-                    self.stats.failed("final DELETE", reason)
+            self.close_connections()
+        if self.session_id is not None:  # on a fresh connection
+            try:
+                await asyncio.wait_for(self.delete_session(self.session_id), self.args.op_timeout)
+            except Exception as exc:
+                self.stats.failed("final DELETE", as_failure(exc, self.args.op_timeout))
             self.close_connections()
 
     async def _open(self) -> None:
@@ -614,9 +620,46 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def report(stats: Stats, servers: list[Server], rss: dict[int, list[int]], elapsed: float,
-           args: argparse.Namespace, proxy_line: str) -> list[str]:
-    lines = [f"Soak of {time.strftime('%Y-%m-%d %H:%M')} UTC: {len(servers)} daphne processes behind "
+class Memory:
+    """VmRSS samples of each daphne process; a process that died has no more samples."""
+
+    def __init__(self, servers: list[Server]):
+        self.servers = servers
+        self.samples: dict[int, list[int]] = {server.pid: [] for server in servers}
+
+    def sample(self) -> None:
+        for server in self.servers:
+            if server.process.poll() is None:
+                self.samples[server.pid].append(server.rss_bytes())
+
+    def change(self, server: Server) -> float | None:
+        found = self.samples[server.pid]
+        return (found[-1] - found[0]) / found[0] if found else None
+
+    def rows(self) -> list[str]:
+        lines = ["| daphne process | RSS after warm-up MiB | RSS at end MiB | change | peak sampled MiB |",
+                 "|---|---:|---:|---:|---:|"]
+        for index, server in enumerate(self.servers, 1):
+            found = self.samples[server.pid]
+            alive = server.process.poll() is None
+            end = f"{found[-1] / 2**20:.1f}" if alive and found else "(died)"
+            change = f"{self.change(server):+.1%}" if alive and found else ""
+            start = f"{found[0] / 2**20:.1f}" if found else ""
+            peak = f"{max(found) / 2**20:.1f}" if found else ""
+            lines.append(f"| {index} (pid {server.pid}) | {start} | {end} | {change} | {peak} |")
+        return lines
+
+    def verdict(self) -> str:
+        grown = [f"process {index} {self.change(server):+.1%}" for index, server in enumerate(self.servers, 1)
+                 if (self.change(server) or 0.0) > RSS_TARGET]
+        if grown:
+            return f"RSS: grew more than {RSS_TARGET:.0%}: {', '.join(grown)}"
+        return f"RSS: flat within {RSS_TARGET:.0%} in every process"
+
+
+def report(stats: Stats, memory: Memory, elapsed: float, args: argparse.Namespace,
+           proxy_line: str) -> list[str]:
+    lines = [f"Soak of {time.strftime('%Y-%m-%d %H:%M')} UTC: {len(memory.servers)} daphne processes behind "
              f"the round-robin proxy, {args.workers} workers, {elapsed:.0f} s of traffic, "
              f"{os.cpu_count()} cores.",
              "", "| operation | done | errors | p50 ms | p99 ms |", "|---|---:|---:|---:|---:|"]
@@ -632,14 +675,7 @@ def report(stats: Stats, servers: list[Server], rss: dict[int, list[int]], elaps
         lines.append(f"| {kind} | {len(done):,} | {errors_by_kind[kind]} | {p50} | {p99} |")
     total = sum(len(v) for v in stats.latencies.values())
     lines.append(f"| all | {total:,} | {sum(stats.errors.values())} | | |")
-    lines += ["", "| daphne process | RSS after warm-up MiB | RSS at end MiB | change | peak sampled MiB |",
-              "|---|---:|---:|---:|---:|"]
-    for index, server in enumerate(servers, 1):
-        samples = rss[server.pid]
-        start, end = samples[0], samples[-1]
-        change = (end - start) / start
-        lines.append(f"| {index} (pid {server.pid}) | {start / 2**20:.1f} | {end / 2**20:.1f} | "
-                     f"{change:+.1%} | {max(samples) / 2**20:.1f} |")
+    lines += ["", *memory.rows()]
     if proxy_line:
         lines += ["", proxy_line]
     if stats.notes:
@@ -652,40 +688,27 @@ def report(stats: Stats, servers: list[Server], rss: dict[int, list[int]], elaps
     return lines
 
 
-def verdict(stats: Stats, servers: list[Server], rss: dict[int, list[int]]) -> list[str]:
-    grown = [f"process {index} {(rss[s.pid][-1] - rss[s.pid][0]) / rss[s.pid][0]:+.1%}"
-             for index, s in enumerate(servers, 1)
-             if (rss[s.pid][-1] - rss[s.pid][0]) / rss[s.pid][0] > RSS_TARGET]
-    errors = sum(stats.errors.values())
-    return [f"errors: {errors} (target 0)",
-            "RSS: flat within 10 % in every process" if not grown
-            else f"RSS: grew more than 10 %: {', '.join(grown)}"]
-
-
 # Main ------------------------------------------------------------------------------------------
-async def drive(args: argparse.Namespace, proxy_port: int, servers: list[Server], notifier: Notifier,
-                stats: Stats) -> tuple[dict[int, list[int]], float]:
-    """Run the workers for the duration, sampling memory; returns the samples and the elapsed time."""
+async def drive(args: argparse.Namespace, proxy_port: int, memory: Memory, notifier: Notifier,
+                stats: Stats) -> float:
+    """Run the workers for the duration, sampling memory; returns the elapsed time."""
     started = time.monotonic()
     deadline = started + args.duration
     workers = [Worker(index, proxy_port, notifier, stats, args) for index in range(args.workers)]
     tasks = [asyncio.create_task(worker.run(deadline)) for worker in workers]
-    rss: dict[int, list[int]] = {server.pid: [] for server in servers}
     warmup = min(60.0, args.duration / 10)
     interval = args.duration / 10
     next_sample = started + warmup
     while next_sample < deadline and not all(task.done() for task in tasks):
         await asyncio.wait(tasks, timeout=max(0.0, next_sample - time.monotonic()))
         if time.monotonic() >= next_sample:
-            for server in servers:
-                rss[server.pid].append(server.rss_bytes())
+            memory.sample()
             next_sample += interval
     await asyncio.wait(tasks)  # the operations under way at the deadline finish (each bounded)
     for task in tasks:
         task.result()  # a bug in the soak itself surfaces here
-    for server in servers:
-        rss[server.pid].append(server.rss_bytes())
-    return rss, time.monotonic() - started
+    memory.sample()
+    return time.monotonic() - started
 
 
 def main() -> int:
@@ -735,14 +758,16 @@ def main() -> int:
               f"proxy on {HOST}:{proxy.port}, {args.workers} workers for {args.duration:g} s; "
               f"logs in {workdir}", file=sys.stderr)
 
-        async def run() -> tuple[dict[int, list[int]], float]:
+        memory = Memory(servers)
+
+        async def run() -> float:
             await notifier.start()
             try:
-                return await drive(args, proxy.port, servers, notifier, stats)
+                return await drive(args, proxy.port, memory, notifier, stats)
             finally:
                 await notifier.stop()
 
-        rss, elapsed = asyncio.run(run())
+        elapsed = asyncio.run(run())
         dead = [s for s in servers if s.process.poll() is not None]
         for server in dead:
             stats.failed("server", Failure("process died",
@@ -754,8 +779,8 @@ def main() -> int:
                 stats.errors["server: traceback in the log"] += found - 1
         proxy_line = proxy.stop()
         proxy = None
-        lines = report(stats, servers, rss, elapsed, args, proxy_line)
-        lines += ["", *verdict(stats, servers, rss)]
+        lines = report(stats, memory, elapsed, args, proxy_line)
+        lines += ["", f"errors: {sum(stats.errors.values())} (target 0)", memory.verdict()]
         print("\n".join(lines))
         if stats.errors:
             for path in [s.log_path for s in servers] + [workdir / "notifier.log", workdir / "proxy.log"]:

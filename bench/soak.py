@@ -23,12 +23,14 @@ a weighted mix of operations, each checked:
   stream, and a DELETE of the session must end it;
 - ``reopen``: DELETE of the worker's session (after which it is unknown: 404), and a new one.
 
-Every operation has a deadline (``--op-timeout``); the number of operations is bounded by the
-duration. Each daphne process's resident memory (VmRSS) is read after a warm-up (10 % of the
-duration, at most 60 s), every tenth of the run, and at the end. The report: operations by kind
-(count, errors, p50/p99 latency), errors by kind with examples, and RSS per process (target: within
-10 %). A traceback in a server's log counts as an error. The exit status is 1 when there was any
-error, with the tail of every server's log. Network traffic goes to 127.0.0.1 only.
+Every message the server sends is checked against the JSON schema of its revision (as the tests
+do, ``tests/wire.py``). Every operation has a deadline (``--op-timeout``), and so has the run.
+Each daphne process's resident memory (VmRSS) is read after a warm-up (10 % of the duration, at
+most 60 s), every tenth of the run, and at the end. The report: operations by kind (count,
+errors, p50/p99 latency), errors by kind with examples, and RSS per process (target: within 10 %).
+A traceback in a server's log counts as an error. The exit status is 1 when there was any error,
+with the tail of every server's log. ``--only resume`` (say) runs one kind of operation, to
+reproduce a failure. Network traffic goes to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -54,10 +56,13 @@ from urllib.parse import urlsplit, urlunsplit
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))
 
 import rawhttp  # noqa: E402
 from rawhttp import INITIALIZE, INITIALIZED, PROTOCOL_VERSION, post_headers  # noqa: E402
 from run import HOST, Config, Server, free_port, reachable  # noqa: E402
+
+from tests.wire import WireError, check_server_message  # noqa: E402
 
 PROCESSES = 4
 DEFAULT_POSTGRES = os.environ.get("SOAK_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/mcp_soak")
@@ -87,6 +92,22 @@ class Event:
     message: Any  # the decoded ``data:`` JSON, None for an event with no data (a priming id)
 
 
+def checked(message: Any, method: str | None = None) -> Any:
+    """``message`` once it is valid against the schema of its revision (``method``: the request
+    it answers, whose result type is then checked too)."""
+    try:
+        check_server_message(message, PROTOCOL_VERSION, method)
+    except (WireError, KeyError, TypeError) as exc:
+        raise Failure("a message not valid against the schema", str(exc)[:600]) from None
+    return message
+
+
+def messages_of(answer: rawhttp.Response, method: str) -> list[Any]:
+    """The checked messages of a whole response to a ``method`` request."""
+    return [checked(m, method if isinstance(m, dict) and "method" not in m else None)
+            for m in answer.messages()]
+
+
 class Connection(rawhttp.Connection):
     """A keep-alive connection that can also read a response as it streams (SSE)."""
 
@@ -104,8 +125,9 @@ class Connection(rawhttp.Connection):
             self.close()
         return data
 
-    async def events(self, headers: dict[str, str]) -> AsyncIterator[Event]:
-        """The SSE events of the response being read, as they arrive, until its body ends."""
+    async def events(self, headers: dict[str, str], method: str | None = None) -> AsyncIterator[Event]:
+        """The SSE events of the response being read, as they arrive, until its body ends; each
+        message is checked against the schema (a response as one to ``method``)."""
         chunked = headers.get("transfer-encoding", "").lower() == "chunked"
         buffer = b""
         for _ in range(MAX_CHUNKS_PER_STREAM):
@@ -126,6 +148,9 @@ class Connection(rawhttp.Connection):
                 block, buffer = buffer.split(b"\n\n", 1)
                 event = parse_event(block)
                 if event is not None:
+                    if event.message is not None:
+                        responds = isinstance(event.message, dict) and "method" not in event.message
+                        checked(event.message, method if responds else None)
                     yield event
         else:
             raise Failure("endless stream", f"more than {MAX_CHUNKS_PER_STREAM} chunks")
@@ -321,7 +346,7 @@ class Worker:
     async def open_session(self) -> str:
         answer = await self.main.request("POST", post_headers(), json.dumps(INITIALIZE).encode())
         session_id = answer.headers.get("mcp-session-id")
-        replies = [m for m in answer.messages() if response_to(m, INITIALIZE["id"])]
+        replies = [m for m in messages_of(answer, "initialize") if response_to(m, INITIALIZE["id"])]
         if answer.status != 200 or not session_id or len(replies) != 1 or "result" not in replies[0]:
             raise Failure("initialize failed", f"HTTP {answer.status} {answer.body[:300]!r}")
         if replies[0]["result"].get("protocolVersion") != PROTOCOL_VERSION:
@@ -346,7 +371,7 @@ class Worker:
                                          json.dumps(message).encode())
         if answer.status != 200:
             raise Failure(f"{method}: HTTP {answer.status}", repr(answer.body[:300]))
-        replies = [m for m in answer.messages() if response_to(m, request_id)]
+        replies = [m for m in messages_of(answer, method) if response_to(m, request_id)]
         if len(replies) != 1:
             raise Failure(f"{method}: {len(replies)} responses", repr(answer.body[:300]))
         if "error" in replies[0]:
@@ -394,7 +419,7 @@ class Worker:
                                          json.dumps(slow_count(request_id, count, 0.02, token)).encode())
         if answer.status != 200:
             raise Failure(f"slow_count: HTTP {answer.status}", repr(answer.body[:300]))
-        messages = answer.messages()
+        messages = messages_of(answer, "tools/call")
         progress = [m["params"] for m in messages if is_progress(m, token)]
         replies = [m for m in messages if response_to(m, request_id)]
         steps = [p.get("progress") for p in progress]
@@ -414,7 +439,7 @@ class Worker:
         if status != 200 or not headers.get("content-type", "").startswith("text/event-stream"):
             raise Failure(f"slow_count: HTTP {status}", repr((await self.main.body(headers))[:300]))
         cancelled = False
-        async for event in self.main.events(headers):
+        async for event in self.main.events(headers, "tools/call"):
             halfway = is_progress(event.message, token) and event.message["params"]["progress"] >= 2
             if halfway and not cancelled:
                 note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -440,7 +465,7 @@ class Worker:
             raise Failure(f"slow_count: HTTP {status}", repr((await self.main.body(headers))[:300]))
         steps: list[int] = []
         last_event_id = None
-        async for event in self.main.events(headers):
+        async for event in self.main.events(headers, "tools/call"):
             last_event_id = event.event_id or last_event_id
             if response_to(event.message, request_id):
                 raise Failure("resume: the call ended before the stream was dropped")
@@ -451,17 +476,26 @@ class Worker:
         if last_event_id is None:
             raise Failure("resume: no event id on the POST stream")
         self.main.close()  # drop the stream mid-call; the call goes on
+        resumed, replies = await self.resume(last_event_id, token, request_id)
+        steps += resumed
+        if steps != list(range(1, count + 1)):
+            # Was what is missing stored? A second resume from the same id replays the store.
+            again, _ = await self.resume(last_event_id, token, request_id)
+            raise Failure("resume: progress lost or repeated",
+                          f"steps {steps}; a second resume from {last_event_id} gives {again}")
+        if len(replies) != 1 or counted_text(replies[0].get("result")) != f"Counted to {count}":
+            raise Failure("resume: the resumed stream did not end with the response", repr(replies)[:300])
+
+    async def resume(self, last_event_id: str, token: str, request_id: int) -> tuple[list[int], list[dict]]:
+        """GET with ``Last-Event-ID`` to its end: the progress steps and the responses on it."""
         headers = await self.open_listener(self.session_id, last_event_id)
-        replies = []
-        async for event in self.listener.events(headers):
+        steps, replies = [], []
+        async for event in self.listener.events(headers, "tools/call"):
             if is_progress(event.message, token):
                 steps.append(event.message["params"]["progress"])
             elif response_to(event.message, request_id):
                 replies.append(event.message)
-        if steps != list(range(1, count + 1)):
-            raise Failure("resume: progress lost or repeated", f"steps {steps}")
-        if len(replies) != 1 or counted_text(replies[0].get("result")) != f"Counted to {count}":
-            raise Failure("resume: the resumed stream did not end with the response", repr(replies)[:300])
+        return steps, replies
 
     async def op_listen(self) -> None:
         """A session of its own, so that its GET stream is the only one it ever has."""
@@ -515,7 +549,8 @@ class Worker:
             "progress": self.op_progress, "cancel": self.op_cancel, "resume": self.op_resume,
             "listen": self.op_listen, "reopen": self.op_reopen,
         }
-        kinds, weights = list(MIX), list(MIX.values())
+        kinds = self.args.only or list(MIX)
+        weights = [MIX[kind] for kind in kinds]
         try:
             while time.monotonic() < deadline:
                 if self.session_id is None:
@@ -718,6 +753,8 @@ def main() -> int:
     parser.add_argument("--op-timeout", type=float, default=60.0,
                         help="seconds an operation may take before it counts as an error (60)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the mix (1)")
+    parser.add_argument("--only", nargs="+", choices=list(MIX), metavar="KIND",
+                        help=f"only these operations (to reproduce a failure): {', '.join(MIX)}")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
                         help="the soak's database (created and migrated when missing)")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="a Redis database the run may flush")

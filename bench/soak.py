@@ -226,8 +226,8 @@ async def notifier_main() -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while line := await reader.readline():
-        tag, command, argument = line.decode().rstrip("\n").split(" ", 2)
+
+    async def perform(tag: str, command: str, argument: str) -> None:
         try:
             if command == "update":
                 await transport.notify_resource_updated_async(argument)
@@ -243,9 +243,18 @@ async def notifier_main() -> None:
         sys.stdout.write(answer + "\n")
         sys.stdout.flush()
 
+    # Each command runs as it comes, as notifications sent from many places of a server would.
+    under_way: set[asyncio.Task] = set()
+    while line := await reader.readline():
+        task = asyncio.create_task(perform(*line.decode().rstrip("\n").split(" ", 2)))
+        under_way.add(task)
+        task.add_done_callback(under_way.discard)
+    if under_way:
+        await asyncio.wait(under_way)
+
 
 class Notifier:
-    """The soak's side of the notifier process: one request at a time per caller, answered by tag."""
+    """The soak's side of the notifier process: commands and their answers, matched by tag."""
 
     def __init__(self, env: dict[str, str], log_path: Path):
         self.env, self.log_path = env, log_path

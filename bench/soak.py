@@ -572,8 +572,8 @@ class Worker:
                     await asyncio.wait_for(operation(), self.args.op_timeout)
                     self.stats.latencies[kind].append(time.monotonic() - started)
                 except Exception as exc:  # a broken connection, a malformed answer: counted too
-                    self._reset()
                     self.stats.failed(kind, as_failure(exc, self.args.op_timeout))
+                    await self._start_afresh()
         finally:
             self.close_connections()
         if self.session_id is not None:  # on a fresh connection
@@ -586,11 +586,19 @@ class Worker:
     async def _open(self) -> None:
         self.session_id = await self.open_session()
 
-    def _reset(self) -> None:
-        """After a failure the connections are in an unknown state, and so is the session: start
-        afresh (the old session ends by idling out, or by the soak's end if it still answers)."""
+    async def _start_afresh(self) -> None:
+        """After a failure the connections are in an unknown state, and so is the session: new
+        connections, and a new session (the old one is deleted when it still answers, so that
+        failures leave no sessions behind to count against the server's limits)."""
         self.close_connections()
-        self.session_id = None
+        old, self.session_id = self.session_id, None
+        if old is None:
+            return
+        try:
+            await asyncio.wait_for(self.delete_session(old), self.args.op_timeout)
+        except Exception as exc:  # the failure that led here is counted already
+            self.stats.notes[f"session left after a failure ({as_failure(exc, 0).reason})"] += 1
+        self.close_connections()
 
 
 # Processes -------------------------------------------------------------------------------------

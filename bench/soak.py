@@ -5,8 +5,8 @@
     bench/soak --duration 60 --redis-url redis://127.0.0.1:6380/7
 
 It starts four daphne processes of the demo project on PostgreSQL (``--postgres-url``, a database
-of the soak's own, created and migrated when missing) and Redis (``--redis-url``, a database index
-the run flushes first), the round-robin proxy of ``conformance/proxy.py`` in front of them (every
+of the soak's own, dropped and created afresh) and Redis (``--redis-url``, a database index the
+run flushes first), the round-robin proxy of ``conformance/proxy.py`` in front of them (every
 HTTP request goes to the next process, so every session is served by all four), and a notifier
 process (the demo project, no HTTP) that sends resource updates and log broadcasts on demand, as a
 cron job or the admin would. Then ``--workers`` client tasks loop, until ``--duration`` is over, over
@@ -602,17 +602,19 @@ class Worker:
 
 
 # Processes -------------------------------------------------------------------------------------
-def ensure_database(url: str) -> None:
-    """Create the soak's database when missing (through the server's ``postgres`` database)."""
+def fresh_database(url: str) -> None:
+    """Drop and create the soak's database (through the server's ``postgres`` database): every run
+    starts with no session left by an earlier one."""
     import psycopg
 
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
+    if not name or name == "postgres":
+        raise SystemExit(f"bench/soak: --postgres-url must name a database of the soak's own: {url}")
     admin = urlunsplit((parts.scheme, parts.netloc, "/postgres", parts.query, ""))
     with psycopg.connect(admin, autocommit=True) as connection:
-        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            connection.execute(f'CREATE DATABASE "{name}"')
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
 
 
 def flush_redis(url: str) -> None:
@@ -773,8 +775,9 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=list(MIX), metavar="KIND",
                         help=f"only these operations (to reproduce a failure): {', '.join(MIX)}")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
-                        help="the soak's database (created and migrated when missing)")
-    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="a Redis database the run may flush")
+                        help="a database of the soak's own, dropped and created afresh (mcp_soak)")
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS,
+                        help="a Redis database the run flushes (index 7 of the local Redis)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (server logs)")
     parser.add_argument("--notifier", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -788,7 +791,7 @@ def main() -> int:
             print(f"bench/soak: {url} is unreachable", file=sys.stderr)
             return 2
 
-    ensure_database(args.postgres_url)
+    fresh_database(args.postgres_url)
     flush_redis(args.redis_url)
     workdir = Path(tempfile.mkdtemp(prefix="mcp-soak-"))
     settings = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0",

@@ -51,11 +51,24 @@ class ListenStream:
                 self._replayed.add(sequence)
                 if not await self._emit(sequence, message, level) or self._done:
                     return
+        loop = asyncio.get_running_loop()
         interval = self.transport.keepalive_interval
+        keepalive_at = loop.time() + interval
+        # A resumed POST stream also watches the process serving its request, which may die.
+        watch = self.final_id is not None
+        wait = min(interval, self.transport.process_heartbeat_interval) if watch else interval
+        if watch and not self._done:
+            await self.transport.settle_orphaned_request(self.session_id, self.final_id)
         while not self._done and not self.sse.closed:
             try:
-                item = await asyncio.wait_for(self._queue.get(), interval)
+                timeout = max(0.0, min(wait, keepalive_at - loop.time()))
+                item = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
+                if watch:
+                    await self.transport.settle_orphaned_request(self.session_id, self.final_id)
+                if loop.time() < keepalive_at:
+                    continue
+                keepalive_at = loop.time() + interval
                 if not await self.sse.comment("keepalive"):
                     return
                 await self.transport.renew_stream(self.session_id, self.stream, self.token)

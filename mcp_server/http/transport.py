@@ -243,9 +243,12 @@ class StreamableHTTPTransport:
                                  lambda: self._answer_stopped(session_id, request_id))
 
     async def release_request(self, session_id: str, request_id: Any) -> None:
-        # Only this process's claim: a process thought dead may find its id claimed anew.
+        # Only this process's claim: a process thought dead may find its id claimed anew. (A
+        # request that ends while the transport closes has no runtime left to name it.)
+        runtime = self._runtimes.get(asyncio.get_running_loop())
         await self.state.delete_counted(self._request_key(session_id, request_id),
-                                        self._held_key(session_id), expected=self.runtime.channel_key)
+                                        self._held_key(session_id),
+                                        expected=runtime.channel_key if runtime is not None else None)
 
     async def settle_orphaned_request(self, session_id: str, request_id: Any) -> bool:
         """If the process serving the request died, store its error response as the last event of

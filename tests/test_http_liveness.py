@@ -18,7 +18,7 @@ import pytest
 from mcp_server import Server
 from mcp_server.http import StreamableHTTPTransport
 from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
-from mcp_server.http.liveness import REQUEST_STOPPED, Liveness, request_stopped
+from mcp_server.http.liveness import REQUEST_STOPPED, Liveness, request_lost, request_stopped
 from mcp_server.http.session_store import SessionRecord
 from mcp_server.http.shared_state import LocalState, RedisState
 
@@ -36,6 +36,7 @@ from .http_cluster import (
     wait_until,
 )
 from .http_harness import Event, HTTPClient
+from .http_support import call_asgi, post_headers
 from .services import reachable, require
 from .wire import check_server_message
 
@@ -186,6 +187,49 @@ async def test_the_heartbeat_is_renewed_while_the_process_runs(processes):
     key = f"alive:{channel}"
     await transport.state.delete(key)
     await asyncio.wait_for(_until(lambda: transport.state.get(key)), 10)
+
+
+async def test_a_resumed_stream_of_a_request_that_runs_nowhere_ends_with_an_error(
+        transactional_db, short_lived_connections):
+    server = Server("lost")
+
+    @server.tool
+    async def hello() -> str:
+        return "hello"
+
+    transport = StreamableHTTPTransport(server)
+    app = transport.as_asgi()
+    try:
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "c", "version": "1"}}}).encode()
+        session_id = (await call_asgi(app, "POST", post_headers(), [init])).header(b"mcp-session-id").decode()
+        get = {"host": "127.0.0.1", "accept": "text/event-stream", "mcp-session-id": session_id,
+               "mcp-protocol-version": "2025-11-25"}
+        # A call that ended: its stored response is replayed, and the stream ends with it.
+        call = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": "hello", "arguments": {}}}).encode()
+        answered = await call_asgi(app, "POST", post_headers(session_id), [call])
+        assert b'"hello"' in answered.body
+        replayed = await call_asgi(app, "GET", {**get, "last-event-id": "post:i2/0"})
+        assert sse_messages(replayed.body) == [{"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "hello"}], "isError": False}}]
+        # A request that runs nowhere and left nothing stored (its events expired, or it never
+        # was): an error, not a stream that waits forever.
+        for resumed in ("post:i77/0", "post:sgone/3"):
+            lost = await call_asgi(app, "GET", {**get, "last-event-id": resumed})
+            assert lost.start["status"] == 200
+            request_id = 77 if resumed.startswith("post:i") else "gone"
+            assert sse_messages(lost.body) == [request_lost(request_id)]
+            check_server_message(request_lost(request_id), "2025-11-25")
+            assert lost.messages[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    finally:
+        await transport.close()
+
+
+def sse_messages(body: bytes) -> list[dict]:
+    return [json.loads(line[5:]) for line in body.decode().splitlines()
+            if line.startswith("data:") and line[5:].strip()]
 
 
 async def _until(probe) -> None:

@@ -10,6 +10,7 @@ from mcp_protocol import jsonrpc
 
 from .. import logging_levels
 from .event_store import event_id
+from .liveness import request_lost
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -58,14 +59,14 @@ class ListenStream:
         watch = self.final_id is not None
         wait = min(interval, self.transport.process_heartbeat_interval) if watch else interval
         if watch and not self._done:
-            await self.transport.settle_orphaned_request(self.session_id, self.final_id)
+            await self._watch_request()
         while not self._done and not self.sse.closed:
             try:
                 timeout = max(0.0, min(wait, keepalive_at - loop.time()))
                 item = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
                 if watch:
-                    await self.transport.settle_orphaned_request(self.session_id, self.final_id)
+                    await self._watch_request()
                 if loop.time() < keepalive_at:
                     continue
                 keepalive_at = loop.time() + interval
@@ -78,6 +79,21 @@ class ListenStream:
             if not await self._write(*item):
                 return
 
+    async def _watch_request(self) -> None:
+        """A resumed POST stream's request: if its process died, its error is stored and comes
+        here; if it runs nowhere, its response was stored before it let go of its id (look
+        again), or it is lost and the stream ends with an error rather than waiting forever."""
+        transport, request_id = self.transport, self.final_id
+        if (await transport.settle_orphaned_request(self.session_id, request_id)
+                or await transport.request_in_flight(self.session_id, request_id)):
+            return
+        for sequence, message, level in await transport.events.replay(self.session_id, self.stream,
+                                                                       self._after):
+            if not await self._write(sequence, message, level) or self._done:
+                return
+        await self.sse.event(jsonrpc.encode(request_lost(request_id)))
+        self._done = True
+
     async def _write(self, sequence: int, message: dict, level: str) -> bool:
         if sequence <= self._after or sequence in self._replayed:
             return True  # the client has it already
@@ -87,8 +103,12 @@ class ListenStream:
         if level and not await self._level_passes(level):
             return True
         written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))
-        if self.final_id is not None and message.get("id") == self.final_id and "method" not in message:
-            self._done = True
+        if self.final_id is not None:
+            # A resumed POST stream may read its events again (_watch_request): none twice. (Not
+            # kept for a GET stream, which lives long and never reads them again.)
+            self._replayed.add(sequence)
+            if message.get("id") == self.final_id and "method" not in message:
+                self._done = True
         return written
 
     async def _level_passes(self, level: str) -> bool:

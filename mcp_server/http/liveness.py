@@ -25,6 +25,7 @@ HEARTBEAT_BEATS = 3
 TAKEOVER_TTL = 300.0
 
 REQUEST_STOPPED = "The server process serving this request stopped before answering; send it again"
+REQUEST_LOST = "This request is not in flight and its response is no longer stored; send it again"
 
 
 def holder_channel(claim: str) -> str:
@@ -35,6 +36,12 @@ def holder_channel(claim: str) -> str:
 def request_stopped(request_id: Any) -> dict:
     """The response of a request whose process died."""
     return jsonrpc.error_response(request_id, INTERNAL_ERROR, REQUEST_STOPPED)
+
+
+def request_lost(request_id: Any) -> dict:
+    """The end of a resumed stream whose request runs nowhere and whose response is gone (its
+    events expired, or its process died long before anyone asked)."""
+    return jsonrpc.error_response(request_id, INTERNAL_ERROR, REQUEST_LOST)
 
 
 class Liveness:

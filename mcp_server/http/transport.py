@@ -250,6 +250,10 @@ class StreamableHTTPTransport:
                                         self._held_key(session_id),
                                         expected=runtime.channel_key if runtime is not None else None)
 
+    async def request_in_flight(self, session_id: str, request_id: Any) -> bool:
+        """Whether some process holds the request (alive or not yet known dead)."""
+        return await self.state.get(self._request_key(session_id, request_id)) is not None
+
     async def settle_orphaned_request(self, session_id: str, request_id: Any) -> bool:
         """If the process serving the request died, store its error response as the last event of
         its stream (reaching whoever resumes it) and free the id: True in the one process that

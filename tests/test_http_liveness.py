@@ -18,7 +18,13 @@ import pytest
 from mcp_server import Server
 from mcp_server.http import StreamableHTTPTransport
 from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
-from mcp_server.http.liveness import REQUEST_STOPPED, Liveness, request_lost, request_stopped
+from mcp_server.http.liveness import (
+    REQUEST_STOPPED,
+    SETTLING_KEY,
+    Liveness,
+    request_lost,
+    request_stopped,
+)
 from mcp_server.http.session_store import SessionRecord
 from mcp_server.http.shared_state import LocalState, RedisState
 
@@ -75,6 +81,7 @@ async def processes(request, transactional_db, short_lived_connections):
                                           process_heartbeat_interval=0.5) for _ in range(6)]
     for transport in transports:
         await transport.ensure_runtime()
+    await settled(state)
     record = SessionRecord.new(protocol_version="2025-11-25")
     await transports[0].sessions.create(record)
     try:
@@ -91,11 +98,25 @@ def test_the_heartbeat_interval_must_be_a_positive_number():
     assert StreamableHTTPTransport(Server("ok"), process_heartbeat_interval=0.25).liveness.ttl == 0.75
 
 
+async def settled(state) -> None:
+    """Wait until the shared state has known heartbeats for longer than their lifetime."""
+    async def known() -> bool:
+        return await state.get(SETTLING_KEY) is None
+
+    await asyncio.wait_for(_until(known), 30)
+
+
 @pytest.mark.parametrize("kind", ["local", "redis"])
 async def test_exactly_one_caller_takes_over_a_dead_claim(kind):
     state, _events = shared(kind)
     liveness = Liveness(state, 0.5)
     await state.set("req:s:i1", DEAD, 600)
+    # A state that knows no heartbeat yet (new, or after losing its data) cannot tell the dead:
+    # neither before the first beat nor for one heartbeat lifetime after it.
+    assert await liveness.dead_claim("req:s:i1", "mcp.process.me") is None
+    await liveness.beat("mcp.process.first")
+    assert await liveness.dead_claim("req:s:i1", "mcp.process.me") is None
+    await settled(state)
     claim = await liveness.dead_claim("req:s:i1", "mcp.process.me")
     assert claim == DEAD
     won = await asyncio.gather(*(liveness.take_over("req:s:i1", claim) for _ in range(20)))

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 # A heartbeat outlives this many intervals: a process is dead after missing two beats in a row.
 HEARTBEAT_BEATS = 3
+# The shared state's memory of heartbeats: set by the first beat into an empty state (a fresh
+# deployment, or Redis after losing its data), which then opens a settling period of one heartbeat
+# lifetime. Until every live process has beaten again, a missing heartbeat proves nothing.
+EPOCH_KEY, SETTLING_KEY = "liveness:epoch", "liveness:settling"
+EPOCH_TTL = 365 * 24 * 3600.0
 # How long a take-over marks a dead holder's claim as being cleaned up. Past it (the process that
 # took it over died too), another process can take the claim over again.
 TAKEOVER_TTL = 300.0
@@ -68,6 +73,8 @@ class Liveness:
 
     async def beat(self, channel: str) -> None:
         await self.state.set(self._key(channel), "1", self.ttl)
+        if await self.state.add(EPOCH_KEY, "1", EPOCH_TTL):
+            await self.state.set(SETTLING_KEY, "1", self.ttl)
 
     async def stop(self, channel: str) -> None:
         """This process stops: what it still holds is dead at once."""
@@ -85,9 +92,13 @@ class Liveness:
         return claim
 
     async def holds_dead(self, claim: str, own_channel: str) -> bool:
-        """Whether the process holding ``claim`` is dead."""
+        """Whether the process holding ``claim`` is dead: its heartbeat is gone from a shared
+        state that has known heartbeats for longer than their lifetime."""
         channel = holder_channel(claim)
-        return channel != own_channel and not await self.is_alive(channel)
+        if channel == own_channel or await self.is_alive(channel):
+            return False
+        return (await self.state.get(EPOCH_KEY) is not None
+                and await self.state.get(SETTLING_KEY) is None)
 
     async def take_over(self, key: str, claim: str) -> bool:
         """True for exactly one caller per dead claim: the one that must clean up after it.

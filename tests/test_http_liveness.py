@@ -298,7 +298,6 @@ def is_stopped_error(message: dict, request_id: int) -> bool:
     return message == request_stopped(request_id)
 
 
-@pytest.mark.feature("HTTP-16")
 def test_a_killed_process_requests_get_an_error_on_any_process_and_their_ids_are_reusable(
         django_db_setup, transactional_db):
     require_services()

@@ -19,6 +19,7 @@ from mcp_server import Server
 from mcp_server.http import StreamableHTTPTransport
 from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
 from mcp_server.http.liveness import (
+    EPOCH_KEY,
     REQUEST_STOPPED,
     SETTLING_KEY,
     Liveness,
@@ -75,13 +76,18 @@ def shared(kind: str) -> tuple:
 
 @pytest.fixture(params=["local", "redis"])
 async def processes(request, transactional_db, short_lived_connections):
-    """Six transports on one shared state, each with its runtime (its own channel), and a session."""
+    """Six transports on one shared state, each with its runtime (its own channel), and a session.
+
+    The state has known heartbeats for long (as in a running deployment), so a missing one is
+    a death at once; heartbeats live 6 s, so a loaded machine does not make a live one lapse.
+    """
     state, events = shared(request.param)
+    assert await state.add(EPOCH_KEY, "1", 600)
     transports = [StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events,
-                                          process_heartbeat_interval=0.5) for _ in range(6)]
+                                          process_heartbeat_interval=2) for _ in range(6)]
     for transport in transports:
         await transport.ensure_runtime()
-    await settled(state)
+    assert await state.get(SETTLING_KEY) is None
     record = SessionRecord.new(protocol_version="2025-11-25")
     await transports[0].sessions.create(record)
     try:
@@ -95,7 +101,8 @@ def test_the_heartbeat_interval_must_be_a_positive_number():
     for bad in (0, -1, True, "5", float("inf"), float("nan")):
         with pytest.raises(ValueError, match="process_heartbeat_interval must be a positive number"):
             StreamableHTTPTransport(Server("bad"), process_heartbeat_interval=bad)
-    assert StreamableHTTPTransport(Server("ok"), process_heartbeat_interval=0.25).liveness.ttl == 0.75
+    liveness = StreamableHTTPTransport(Server("ok"), process_heartbeat_interval=0.25).liveness
+    assert (liveness.ttl, liveness.detection_bound) == (0.75, 1.0)
 
 
 async def settled(state) -> None:

@@ -2,7 +2,8 @@
 
 Each process has one channel on the channel layer and belongs to the group of every process.
 Which process holds a session's listening stream, serves an in-flight request, or waits for the
-client's answer to a request is kept in the shared state, pointing at that process's channel.
+client's answer to a request is kept in the shared state, pointing at that process's channel; a
+heartbeat of that channel, renewed here, tells the other processes it is alive (``liveness.py``).
 
 | message on the layer | to | effect |
 | --- | --- | --- |

@@ -195,6 +195,18 @@ async def test_a_dead_process_stream_is_taken_over_by_one(processes):
     assert not await transports[0].claim_stream(session_id, "get", "another")
 
 
+async def test_a_process_taken_for_dead_gives_up_its_stream_when_it_renews_it(processes):
+    transports, session_id = processes
+    holder, taker = transports[0], transports[1]
+    assert await holder.claim_stream(session_id, "get", "mine")
+    assert await holder.renew_stream(session_id, "get", "mine")
+    # Its heartbeat lapsed (a long pause, say) and another process took the stream over.
+    theirs = f"{taker.runtime.channel_key}|theirs"
+    await taker.state.set(f"stream:{session_id}:get", theirs, 600)
+    assert not await holder.renew_stream(session_id, "get", "mine")
+    assert await taker.state.get(f"stream:{session_id}:get") == theirs
+
+
 async def test_an_answer_to_a_dead_process_settles_the_request_that_asked(processes):
     transports, session_id = processes
     await hold(transports[0], session_id, f"req:{session_id}:i9", DEAD)

@@ -72,7 +72,8 @@ class ListenStream:
                 keepalive_at = loop.time() + interval
                 if not await self.sse.comment("keepalive"):
                     return
-                await self.transport.renew_stream(self.session_id, self.stream, self.token)
+                if not await self.transport.renew_stream(self.session_id, self.stream, self.token):
+                    return  # another process holds it now
                 continue
             if item is None:
                 return

@@ -181,10 +181,17 @@ class StreamableHTTPTransport:
         return await self._claim(session_id, self._stream_key(session_id, stream), value,
                                  self.stream_claim_ttl)
 
-    async def renew_stream(self, session_id: str, stream: str, token: str) -> None:
-        value = f"{self.runtime.channel_key}|{token}"
-        await self.state.set(self._stream_key(session_id, stream), value, self.stream_claim_ttl)
+    async def renew_stream(self, session_id: str, stream: str, token: str) -> bool:
+        """Extend this stream's claim; False when another process took it over (this process
+        was taken for dead: it missed its heartbeats), and this stream must end."""
+        key, value = self._stream_key(session_id, stream), f"{self.runtime.channel_key}|{token}"
+        current = await self.state.touch(key, self.stream_claim_ttl)
+        if current is not None and current != value:
+            return False
+        if current is None:  # lapsed: still ours unless claimed since
+            await self.state.set(key, value, self.stream_claim_ttl)
         await self.state.touch(self._held_key(session_id), HELD_TTL)  # a stream may outlive a day
+        return True
 
     async def release_stream(self, session_id: str, stream: str, token: str) -> None:
         value = f"{self.runtime.channel_key}|{token}"

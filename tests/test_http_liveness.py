@@ -294,14 +294,16 @@ class CallInBackground:
         self.client.answers = {}
         self.request_id = request_id
         self.events: list[Event] = []
+        self.exchange = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(url, name, arguments), daemon=True)
         self._thread.start()
 
     def _run(self, url: str, name: str, arguments: dict) -> None:
         try:
-            self.client.request("tools/call", {"name": name, "arguments": arguments},
-                                request_id=self.request_id, url=url, on_event=self.events.append)
+            self.exchange = self.client.request("tools/call", {"name": name, "arguments": arguments},
+                                                request_id=self.request_id, url=url,
+                                                on_event=self.events.append)
         except httpx.HTTPError as exc:  # the process died under it
             self.error = exc
 
@@ -358,12 +360,18 @@ def test_a_killed_process_requests_get_an_error_on_any_process_and_their_ids_are
         assert ends(late) == []
 
         # The same id sent again is accepted at once (its old call is answered, then it is free).
-        again = client.request("tools/call", {"name": "echo", "arguments": {"message": "again"}},
-                               request_id=102, url=survivor.url)
-        assert again.status == 200 and again.response["result"]["content"][0]["text"] == "again"
-        old = survivor_listen(client, survivor.url, primed[102].id)
-        assert is_stopped_error(next_event(old).message, 102)
-        old.close()
+        # Its stream, resumed while it runs, carries its own answer, not the old call's error.
+        again = CallInBackground(client, survivor.url, 102, "slow_count", {"count": 20, "delay": 0.5})
+        fresh = wait_until(lambda: again.event(lambda e: e.id is not None) or again.exchange, 30,
+                           "the priming event of the call sent again")
+        assert isinstance(fresh, Event), f"the call sent again was refused: {again.exchange}"
+        resumed_again = survivor_listen(client, survivor.url, fresh.id)
+        answer = next_event(resumed_again, timeout=GENEROUS)
+        assert answer.message["id"] == 102
+        assert answer.message["result"]["content"][0]["text"] == "Counted to 20"
+        assert ends(resumed_again) == []
+        again.join()
+        assert again.exchange.status == 200 and again.exchange.response == answer.message
         # So is the id whose error the resumed stream got.
         assert client.request("ping", request_id=101, url=survivor.url).response["result"] == {}
 

@@ -10,7 +10,7 @@ from mcp_protocol import jsonrpc
 
 from .. import logging_levels
 from .event_store import event_id
-from .liveness import request_lost
+from .liveness import request_lost, request_stopped
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -46,9 +46,7 @@ class ListenStream:
         """Replay the events after ``after`` (if resuming), then write live ones until closed."""
         if after is not None:
             self._after = after
-            for sequence, message, level in await self.transport.events.replay(
-                self.session_id, self.stream, after
-            ):
+            for sequence, message, level in await self._replay(after):
                 self._replayed.add(sequence)
                 if not await self._emit(sequence, message, level) or self._done:
                     return
@@ -88,12 +86,25 @@ class ListenStream:
         if (await transport.settle_orphaned_request(self.session_id, request_id)
                 or await transport.request_in_flight(self.session_id, request_id)):
             return
-        for sequence, message, level in await transport.events.replay(self.session_id, self.stream,
-                                                                       self._after):
+        for sequence, message, level in await self._replay(self._after):
             if not await self._write(sequence, message, level) or self._done:
                 return
         await self.sse.event(jsonrpc.encode(request_lost(request_id)))
         self._done = True
+
+    async def _replay(self, after: int) -> list[tuple[int, dict, str]]:
+        """The stored events after ``after``. On a resumed POST stream, when its id was sent again
+        after its process died (a live process serves it now), the error the earlier request got
+        and what came before it belong to that earlier request: they are left out (for good)."""
+        events = await self.transport.events.replay(self.session_id, self.stream, after)
+        if self.final_id is None:
+            return events
+        stopped = request_stopped(self.final_id)
+        earlier = [index for index, (_sequence, message, _level) in enumerate(events) if message == stopped]
+        if earlier and await self.transport.request_served_alive(self.session_id, self.final_id):
+            self._replayed.update(sequence for sequence, _message, _level in events[:earlier[-1] + 1])
+            return events[earlier[-1] + 1:]
+        return events
 
     async def _write(self, sequence: int, message: dict, level: str) -> bool:
         if sequence <= self._after or sequence in self._replayed:

@@ -261,6 +261,11 @@ class StreamableHTTPTransport:
         """Whether some process holds the request (alive or not yet known dead)."""
         return await self.state.get(self._request_key(session_id, request_id)) is not None
 
+    async def request_served_alive(self, session_id: str, request_id: Any) -> bool:
+        """Whether a live process serves the request now."""
+        claim = await self.state.get(self._request_key(session_id, request_id))
+        return claim is not None and not await self.liveness.holds_dead(claim, self.runtime.channel_key)
+
     async def settle_orphaned_request(self, session_id: str, request_id: Any) -> bool:
         """If the process serving the request died, store its error response as the last event of
         its stream (reaching whoever resumes it) and free the id: True in the one process that

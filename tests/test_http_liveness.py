@@ -387,8 +387,9 @@ def survivor_listen(client: HTTPClient, url: str, last_event_id: str):
     return listener
 
 
-def test_a_response_is_checked_against_the_schema():
-    """The error a dead process's request gets is a valid JSON-RPC error of every revision."""
+def test_the_errors_of_a_dead_or_lost_request_are_valid_on_every_revision():
+    """The errors a dead process's request, or a lost one, gets are valid in every revision."""
     for revision in ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"):
         check_server_message(request_stopped(5), revision)
         check_server_message(request_stopped("five"), revision)
+        check_server_message(request_lost(5), revision)

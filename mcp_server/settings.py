@@ -68,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     "KEEPALIVE_INTERVAL": 30,
     # Seconds stored SSE events are kept for clients that resume a stream.
     "EVENT_RETENTION": 3600,
+    # Seconds between each process's heartbeats in the shared state. A process that misses them
+    # for 3 intervals is dead: its requests get an error and its streams can be reopened.
+    "PROCESS_HEARTBEAT_INTERVAL": 5,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

@@ -83,6 +83,7 @@ def build_transport(server: Server) -> Any:
         max_request_bytes=s.MAX_REQUEST_BYTES, max_json_depth=s.MAX_JSON_DEPTH,
         server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
         keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
+        process_heartbeat_interval=s.PROCESS_HEARTBEAT_INTERVAL,
         shared_state=RedisState(s.REDIS_URL) if s.REDIS_URL else LocalState(), event_store=events,
     )
 

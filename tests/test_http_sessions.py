@@ -193,7 +193,10 @@ def test_a_killed_process_loses_no_session_and_its_stream_can_be_reopened_elsewh
         django_db_setup, transactional_db):
     require_services()
     keepalive = 0.5
-    with cluster(2, redis_db=REDIS_DB, mcp_settings={"KEEPALIVE_INTERVAL": keepalive}) as (doomed, survivor):
+    # Heartbeats that outlive the test: here the claim's own lapse frees the stream (the heartbeat
+    # path, which frees it sooner, is test_http_liveness.py's).
+    settings = {"KEEPALIVE_INTERVAL": keepalive, "PROCESS_HEARTBEAT_INTERVAL": 60}
+    with cluster(2, redis_db=REDIS_DB, mcp_settings=settings) as (doomed, survivor):
         client = new_session(doomed.url)
         stream = open_stream(client, doomed.url)
         call_tool(client, survivor.url, "define_extra_tool", {"name": "before_the_crash"})

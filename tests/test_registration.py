@@ -304,6 +304,7 @@ HTTP_SETTINGS = {
     "MAX_JSON_DEPTH": ("max_json_depth", 8),
     "KEEPALIVE_INTERVAL": ("keepalive_interval", 5),
     "EVENT_RETENTION": ("event_retention", 120),
+    "PROCESS_HEARTBEAT_INTERVAL": ("process_heartbeat_interval", 1.5),
 }
 
 

@@ -10,6 +10,7 @@ from mcp_protocol import jsonrpc
 
 from .. import logging_levels
 from .event_store import event_id
+from .liveness import request_lost, request_stopped
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -45,25 +46,65 @@ class ListenStream:
         """Replay the events after ``after`` (if resuming), then write live ones until closed."""
         if after is not None:
             self._after = after
-            for sequence, message, level in await self.transport.events.replay(
-                self.session_id, self.stream, after
-            ):
+            for sequence, message, level in await self._replay(after):
                 self._replayed.add(sequence)
                 if not await self._emit(sequence, message, level) or self._done:
                     return
+        loop = asyncio.get_running_loop()
         interval = self.transport.keepalive_interval
+        keepalive_at = loop.time() + interval
+        # A resumed POST stream also watches the process serving its request, which may die.
+        watch = self.final_id is not None
+        wait = min(interval, self.transport.process_heartbeat_interval) if watch else interval
+        if watch and not self._done:
+            await self._watch_request()
         while not self._done and not self.sse.closed:
             try:
-                item = await asyncio.wait_for(self._queue.get(), interval)
+                timeout = max(0.0, min(wait, keepalive_at - loop.time()))
+                item = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
+                if watch:
+                    await self._watch_request()
+                if loop.time() < keepalive_at:
+                    continue
+                keepalive_at = loop.time() + interval
                 if not await self.sse.comment("keepalive"):
                     return
-                await self.transport.renew_stream(self.session_id, self.stream, self.token)
+                if not await self.transport.renew_stream(self.session_id, self.stream, self.token):
+                    return  # another process holds it now
                 continue
             if item is None:
                 return
             if not await self._write(*item):
                 return
+
+    async def _watch_request(self) -> None:
+        """A resumed POST stream's request: if its process died, its error is stored and comes
+        here; if it runs nowhere, its response was stored before it let go of its id (look
+        again), or it is lost and the stream ends with an error rather than waiting forever."""
+        transport, request_id = self.transport, self.final_id
+        if (await transport.settle_orphaned_request(self.session_id, request_id)
+                or await transport.request_in_flight(self.session_id, request_id)):
+            return
+        for sequence, message, level in await self._replay(self._after):
+            if not await self._write(sequence, message, level) or self._done:
+                return
+        await self.sse.event(jsonrpc.encode(request_lost(request_id)))
+        self._done = True
+
+    async def _replay(self, after: int) -> list[tuple[int, dict, str]]:
+        """The stored events after ``after``. On a resumed POST stream, when its id was sent again
+        after its process died (a live process serves it now), the error the earlier request got
+        and what came before it belong to that earlier request: they are left out (for good)."""
+        events = await self.transport.events.replay(self.session_id, self.stream, after)
+        if self.final_id is None:
+            return events
+        stopped = request_stopped(self.final_id)
+        earlier = [index for index, (_sequence, message, _level) in enumerate(events) if message == stopped]
+        if earlier and await self.transport.request_served_alive(self.session_id, self.final_id):
+            self._replayed.update(sequence for sequence, _message, _level in events[:earlier[-1] + 1])
+            return events[earlier[-1] + 1:]
+        return events
 
     async def _write(self, sequence: int, message: dict, level: str) -> bool:
         if sequence <= self._after or sequence in self._replayed:
@@ -74,8 +115,12 @@ class ListenStream:
         if level and not await self._level_passes(level):
             return True
         written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))
-        if self.final_id is not None and message.get("id") == self.final_id and "method" not in message:
-            self._done = True
+        if self.final_id is not None:
+            # A resumed POST stream may read its events again (_watch_request): none twice. (Not
+            # kept for a GET stream, which lives long and never reads them again.)
+            self._replayed.add(sequence)
+            if message.get("id") == self.final_id and "method" not in message:
+                self._done = True
         return written
 
     async def _level_passes(self, level: str) -> bool:

@@ -2,7 +2,8 @@
 
 Each process has one channel on the channel layer and belongs to the group of every process.
 Which process holds a session's listening stream, serves an in-flight request, or waits for the
-client's answer to a request is kept in the shared state, pointing at that process's channel.
+client's answer to a request is kept in the shared state, pointing at that process's channel; a
+heartbeat of that channel, renewed here, tells the other processes it is alive (``liveness.py``).
 
 | message on the layer | to | effect |
 | --- | --- | --- |
@@ -62,6 +63,9 @@ class Runtime:
             self.channel = await self.layer.new_channel("mcp.process.")
             await self.layer.group_add(RUNTIME_GROUP, self.channel)
             self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
+        # Alive before claiming anything: a claim without a heartbeat reads as a dead process's.
+        await self._beat()
+        self._tasks.append(asyncio.create_task(self._heartbeat_forever(), name="mcp-heartbeat"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="mcp-housekeeping"))
 
     async def stop(self) -> None:
@@ -71,6 +75,8 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        with contextlib.suppress(Exception):
+            await self.transport.liveness.stop(self.channel_key)
         if self.layer is not None and self.channel is not None:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(RUNTIME_GROUP, self.channel)
@@ -142,6 +148,23 @@ class Runtime:
             stream.close()
         for cancellation in list(self.in_flight.values()):
             cancellation.cancel(reason)
+
+    # Liveness (see liveness.py) ----------------------------------------------------------------
+    async def _heartbeat_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            # Paced from the last beat's start, so a slow shared state does not stretch the rhythm.
+            started = loop.time()
+            await self._beat()
+            await asyncio.sleep(max(0.0, started + self.transport.liveness.interval - loop.time()))
+
+    async def _beat(self) -> None:
+        try:
+            await self.transport.liveness.beat(self.channel_key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.transport.server.report_exception(exc, {"housekeeping": "heartbeat"})
 
     # Housekeeping ----------------------------------------------------------------------------
     async def _housekeeping(self) -> None:

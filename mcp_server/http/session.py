@@ -85,7 +85,7 @@ class PostOutbound:
         if related_request_id is None or related_request_id != self.request_id:
             if is_request:
                 # The client's answer may be POSTed to any process: say which one waits for it.
-                await self.transport.expect_answer(self.record.id, message["id"])
+                await self.transport.expect_answer(self.record.id, message["id"], related_request_id)
             return await self.transport.deliver(self.record.id, GET_STREAM, message)
         if self.sse is None:
             if is_request:
@@ -94,7 +94,7 @@ class PostOutbound:
                 )
             return False
         if is_request:
-            await self.transport.expect_answer(self.record.id, message["id"])
+            await self.transport.expect_answer(self.record.id, message["id"], self.request_id)
         return await self.write(message)
 
     async def write(self, message: dict, *, last: bool = False) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,8 @@ from django.conf import settings
 
 from mcp_protocol import methods
 
-from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore
+from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore, post_stream
+from .liveness import Liveness, holder_channel, request_stopped
 from .runtime import RUNTIME_GROUP, Runtime
 from .session import request_key
 from .session_store import SessionStore
@@ -43,6 +45,8 @@ class StreamableHTTPTransport:
     ``dns_rebinding_protection``, ``session_idle_timeout`` (seconds, None: never),
     ``max_sessions`` (None: unlimited), ``session_request_validator(request, session_id)``,
     ``max_request_bytes``, ``max_json_depth``, ``server_to_client_request_timeout``.
+    ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
+    (streams, requests, waits for answers) is let go once it missed them (see :mod:`.liveness`).
     """
 
     def __init__(
@@ -62,12 +66,17 @@ class StreamableHTTPTransport:
         server_to_client_request_timeout: float | None = 600,
         keepalive_interval: float = 30,
         event_retention: float = 3600,
+        process_heartbeat_interval: float = 5,
         event_store: EventStore | None = None,
         shared_state: SharedState | None = None,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        heartbeat = process_heartbeat_interval
+        if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or not 0 < heartbeat < 1e9:
+            raise ValueError(f"process_heartbeat_interval must be a positive number of seconds, "
+                             f"not {heartbeat!r}")
         self.server = server
         self.stateless = stateless
         self.enable_json_response = enable_json_response
@@ -85,6 +94,7 @@ class StreamableHTTPTransport:
         self.state = shared_state or LocalState()
         self.events = event_store or DatabaseEventStore()
         self.sessions = SessionStore(self.state, session_idle_timeout)
+        self.liveness = Liveness(self.state, process_heartbeat_interval)
         self.subscriptions = SubscriptionStore()
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
         self._background: set[asyncio.Task] = set()
@@ -119,6 +129,10 @@ class StreamableHTTPTransport:
 
     # The process-local part -------------------------------------------------------------------
     @property
+    def process_heartbeat_interval(self) -> float:
+        return self.liveness.interval
+
+    @property
     def runtime(self) -> Runtime:
         return self._runtimes[asyncio.get_running_loop()]
 
@@ -140,15 +154,44 @@ class StreamableHTTPTransport:
     def _held_key(session_id: str) -> str:
         return f"held:{session_id}"
 
+    async def _claim(self, session_id: str, key: str, value: str, ttl: float,
+                     on_dead: Callable[[], Any] | None = None) -> bool:
+        """Claim ``key`` for this process; a claim of a dead process is taken over first."""
+        held = self._held_key(session_id)
+        if await self.state.add_counted(key, value, ttl, held, max(ttl, HELD_TTL)):
+            return True
+        if not await self._release_dead_claim(session_id, key, on_dead):
+            return False
+        return await self.state.add_counted(key, value, ttl, held, max(ttl, HELD_TTL))
+
+    async def _release_dead_claim(self, session_id: str, key: str,
+                                  on_dead: Callable[[], Any] | None = None) -> bool:
+        """When a dead process holds ``key``: run ``on_dead`` and remove the claim, in exactly one
+        process (True there). False when the holder lives, or another process is taking over."""
+        claim = await self.liveness.dead_claim(key, self.runtime.channel_key)
+        if claim is None or not await self.liveness.take_over(key, claim):
+            return False
+        if on_dead is not None:
+            await on_dead()
+        await self.state.delete_counted(key, self._held_key(session_id), expected=claim)
+        return True
+
     async def claim_stream(self, session_id: str, stream: str, token: str) -> bool:
         value = f"{self.runtime.channel_key}|{token}"
-        return await self.state.add_counted(self._stream_key(session_id, stream), value,
-                                            self.stream_claim_ttl, self._held_key(session_id), HELD_TTL)
+        return await self._claim(session_id, self._stream_key(session_id, stream), value,
+                                 self.stream_claim_ttl)
 
-    async def renew_stream(self, session_id: str, stream: str, token: str) -> None:
-        value = f"{self.runtime.channel_key}|{token}"
-        await self.state.set(self._stream_key(session_id, stream), value, self.stream_claim_ttl)
+    async def renew_stream(self, session_id: str, stream: str, token: str) -> bool:
+        """Extend this stream's claim; False when another process took it over (this process
+        was taken for dead: it missed its heartbeats), and this stream must end."""
+        key, value = self._stream_key(session_id, stream), f"{self.runtime.channel_key}|{token}"
+        current = await self.state.touch(key, self.stream_claim_ttl)
+        if current is not None and current != value:
+            return False
+        if current is None:  # lapsed: still ours unless claimed since
+            await self.state.set(key, value, self.stream_claim_ttl)
         await self.state.touch(self._held_key(session_id), HELD_TTL)  # a stream may outlive a day
+        return True
 
     async def release_stream(self, session_id: str, stream: str, token: str) -> None:
         value = f"{self.runtime.channel_key}|{token}"
@@ -194,35 +237,81 @@ class StreamableHTTPTransport:
         })
         return True
 
+    @staticmethod
+    def _request_key(session_id: str, request_id: Any) -> str:
+        return f"req:{session_id}:{request_key(request_id)}"
+
     async def claim_request(self, session_id: str, request_id: Any) -> bool:
+        """False while the id is in flight in a live process; the request of a dead one gets its
+        error first (:meth:`settle_orphaned_request`), then the id is claimed again."""
         ttl = (self.server_to_client_request_timeout or 600) * 2 + 3600
-        key = f"req:{session_id}:{request_key(request_id)}"
-        return await self.state.add_counted(key, self.runtime.channel_key, ttl, self._held_key(session_id),
-                                            max(ttl, HELD_TTL))
+        return await self._claim(session_id, self._request_key(session_id, request_id),
+                                 self.runtime.channel_key, ttl,
+                                 lambda: self._answer_stopped(session_id, request_id))
 
     async def release_request(self, session_id: str, request_id: Any) -> None:
-        await self.state.delete_counted(f"req:{session_id}:{request_key(request_id)}",
-                                        self._held_key(session_id))
+        # Only this process's claim: a process thought dead may find its id claimed anew. (A
+        # request that ends while the transport closes has no runtime left to name it.)
+        runtime = self._runtimes.get(asyncio.get_running_loop())
+        await self.state.delete_counted(self._request_key(session_id, request_id),
+                                        self._held_key(session_id),
+                                        expected=runtime.channel_key if runtime is not None else None)
+
+    async def request_in_flight(self, session_id: str, request_id: Any) -> bool:
+        """Whether some process holds the request (alive or not yet known dead)."""
+        return await self.state.get(self._request_key(session_id, request_id)) is not None
+
+    async def request_served_alive(self, session_id: str, request_id: Any) -> bool:
+        """Whether a live process serves the request now."""
+        claim = await self.state.get(self._request_key(session_id, request_id))
+        return claim is not None and not await self.liveness.holds_dead(claim, self.runtime.channel_key)
+
+    async def settle_orphaned_request(self, session_id: str, request_id: Any) -> bool:
+        """If the process serving the request died, store its error response as the last event of
+        its stream (reaching whoever resumes it) and free the id: True in the one process that
+        did it."""
+        return await self._release_dead_claim(session_id, self._request_key(session_id, request_id),
+                                              lambda: self._answer_stopped(session_id, request_id))
+
+    async def _answer_stopped(self, session_id: str, request_id: Any) -> None:
+        await self.deliver(session_id, post_stream(request_id), request_stopped(request_id))
 
     async def route_cancel(self, session_id: str, request_id: Any, reason: str | None) -> None:
         key = request_key(request_id)
         holder = await self.state.get(f"req:{session_id}:{key}")
-        await self.runtime.send_to(holder, {
+        await self.runtime.send_to(holder and holder_channel(holder), {
             "type": "mcp.cancel", "session_id": session_id, "request_key": key, "reason": reason,
         })
 
-    async def expect_answer(self, session_id: str, request_id: str) -> None:
+    async def expect_answer(self, session_id: str, request_id: str, related_request_id: Any = None) -> None:
+        """Record that this process waits for the client's answer to ``request_id``, sent while
+        serving ``related_request_id`` (which gets an error if this process dies meanwhile)."""
         ttl = (self.server_to_client_request_timeout or 86400) + 60
-        await self.state.set(f"s2c:{session_id}:{request_id}", self.runtime.channel_key, ttl)
+        value = self.runtime.channel_key
+        if related_request_id is not None:
+            value += "|" + json.dumps(related_request_id)
+        await self.state.set(f"s2c:{session_id}:{request_id}", value, ttl)
 
     async def route_response(self, session_id: str, message: dict) -> None:
-        """A client's answer, to the process waiting for it (only within the same session)."""
+        """A client's answer, to the process waiting for it (only within the same session).
+
+        When that process died, the request it was serving gets its error instead.
+        """
         response_id = message.get("id")
         if not isinstance(response_id, str):
             return
-        holder = await self.state.get(f"s2c:{session_id}:{response_id}")
-        await self.runtime.send_to(holder, {"type": "mcp.response", "session_id": session_id,
-                                            "message": message})
+        key = f"s2c:{session_id}:{response_id}"
+        claim = await self.state.get(key)
+        if claim is None:
+            return
+        if await self.liveness.holds_dead(claim, self.runtime.channel_key):
+            await self.state.delete(key, expected=claim)
+            _channel, _, related = claim.partition("|")
+            if related:
+                await self.settle_orphaned_request(session_id, json.loads(related))
+            return
+        await self.runtime.send_to(holder_channel(claim), {
+            "type": "mcp.response", "session_id": session_id, "message": message})
 
     async def close_session(self, session_id: str) -> None:
         """End the session's streams and requests in every process, and drop its stored events.

@@ -1,0 +1,395 @@
+"""Nothing waits on a dead process: heartbeats, and the take-over of what a dead process held.
+
+In process, several transports share one state (in memory, or Redis) as processes of a deployment
+do; a claim naming a channel without a heartbeat is a dead process's. The fault tests at the end
+kill -9 a daphne process of two on PostgreSQL and Redis mid-call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+
+import httpx
+import pytest
+
+from mcp_server import Server
+from mcp_server.http import StreamableHTTPTransport
+from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
+from mcp_server.http.liveness import (
+    EPOCH_KEY,
+    REQUEST_STOPPED,
+    SETTLING_KEY,
+    Liveness,
+    request_lost,
+    request_stopped,
+)
+from mcp_server.http.session_store import SessionRecord
+from mcp_server.http.shared_state import LocalState, RedisState
+
+from .http_cluster import (
+    REDIS_HOST,
+    REDIS_PORT,
+    cluster,
+    ends,
+    new_session,
+    next_event,
+    open_stream,
+    redis_client,
+    require_services,
+    twin,
+    wait_until,
+)
+from .http_harness import Event, HTTPClient
+from .http_support import call_asgi, post_headers
+from .services import reachable, require
+from .wire import check_server_message
+
+REDIS_DB = 10
+DEAD = "mcp.process.dead!gone"  # a channel whose process never beats
+
+
+# In process --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def short_lived_connections():
+    """Database connections opened on worker threads close after each use, so none is left open
+    when the test database is dropped."""
+    from django.db import connection
+
+    saved = connection.settings_dict.get("CONN_MAX_AGE")
+    connection.settings_dict["CONN_MAX_AGE"] = 0
+    yield
+    connection.settings_dict["CONN_MAX_AGE"] = saved
+
+
+def shared(kind: str) -> tuple:
+    """A shared state and event store of ``kind`` (fresh keys for each test)."""
+    if kind == "local":
+        return LocalState(), DatabaseEventStore()
+    require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
+    url, prefix = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}", f"mcp-test-{uuid.uuid4().hex}:"
+    return RedisState(url, prefix=prefix), RedisEventStore(url, 600, prefix=prefix)
+
+
+@pytest.fixture(params=["local", "redis"])
+async def processes(request, transactional_db, short_lived_connections):
+    """Six transports on one shared state, each with its runtime (its own channel), and a session.
+
+    The state has known heartbeats for long (as in a running deployment), so a missing one is
+    a death at once; heartbeats live 6 s, so a loaded machine does not make a live one lapse.
+    """
+    state, events = shared(request.param)
+    assert await state.add(EPOCH_KEY, "1", 600)
+    transports = [StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events,
+                                          process_heartbeat_interval=2) for _ in range(6)]
+    for transport in transports:
+        await transport.ensure_runtime()
+    assert await state.get(SETTLING_KEY) is None
+    record = SessionRecord.new(protocol_version="2025-11-25")
+    await transports[0].sessions.create(record)
+    try:
+        yield transports, record.id
+    finally:
+        for transport in transports:
+            await transport.close()
+
+
+def test_the_heartbeat_interval_must_be_a_positive_number():
+    for bad in (0, -1, True, "5", float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="process_heartbeat_interval must be a positive number"):
+            StreamableHTTPTransport(Server("bad"), process_heartbeat_interval=bad)
+    liveness = StreamableHTTPTransport(Server("ok"), process_heartbeat_interval=0.25).liveness
+    assert (liveness.ttl, liveness.detection_bound) == (0.75, 1.0)
+
+
+async def settled(state) -> None:
+    """Wait until the shared state has known heartbeats for longer than their lifetime."""
+    async def known() -> bool:
+        return await state.get(SETTLING_KEY) is None
+
+    await asyncio.wait_for(_until(known), 30)
+
+
+@pytest.mark.parametrize("kind", ["local", "redis"])
+async def test_exactly_one_caller_takes_over_a_dead_claim(kind):
+    state, _events = shared(kind)
+    liveness = Liveness(state, 0.5)
+    await state.set("req:s:i1", DEAD, 600)
+    # A state that knows no heartbeat yet (new, or after losing its data) cannot tell the dead:
+    # neither before the first beat nor for one heartbeat lifetime after it.
+    assert await liveness.dead_claim("req:s:i1", "mcp.process.me") is None
+    await liveness.beat("mcp.process.first")
+    assert await liveness.dead_claim("req:s:i1", "mcp.process.me") is None
+    await settled(state)
+    claim = await liveness.dead_claim("req:s:i1", "mcp.process.me")
+    assert claim == DEAD
+    won = await asyncio.gather(*(liveness.take_over("req:s:i1", claim) for _ in range(20)))
+    assert won.count(True) == 1
+    # A later holder of the same key that dies in turn is taken over afresh.
+    assert await liveness.take_over("req:s:i1", "mcp.process.other") is True
+    # A process that beats is alive; one that stopped is dead at once.
+    await liveness.beat("mcp.process.alive")
+    await state.set("req:s:i2", "mcp.process.alive", 600)
+    assert await liveness.dead_claim("req:s:i2", "mcp.process.me") is None
+    await liveness.stop("mcp.process.alive")
+    assert await liveness.dead_claim("req:s:i2", "mcp.process.me") == "mcp.process.alive"
+    # This process never reads as dead to itself, nor does an absent claim.
+    assert await liveness.dead_claim("req:s:i2", "mcp.process.alive") is None
+    assert await liveness.dead_claim("req:s:nothing", "mcp.process.me") is None
+
+
+async def stored(transport: StreamableHTTPTransport, session_id: str, stream: str) -> list[dict]:
+    return [message for _sequence, message, _level in await transport.events.replay(session_id, stream, 0)]
+
+
+async def hold(transport: StreamableHTTPTransport, session_id: str, key: str, holder: str) -> None:
+    """A claim as a process makes it (counted for the session)."""
+    assert await transport.state.add_counted(key, holder, 600, f"held:{session_id}", 600)
+
+
+async def test_a_dead_process_request_is_answered_once_and_its_id_claimed_by_one(processes):
+    transports, session_id = processes
+    await hold(transports[0], session_id, f"req:{session_id}:i7", DEAD)
+    claimed = await asyncio.gather(*(transport.claim_request(session_id, 7) for transport in transports))
+    assert claimed.count(True) == 1
+    assert await stored(transports[0], session_id, "post:i7") == [request_stopped(7)]
+    assert request_stopped(7)["error"] == {"code": -32603, "message": REQUEST_STOPPED}
+    # The claim now is the winner's, and its release frees the id (a loser's release does not).
+    winner = transports[claimed.index(True)]
+    loser = transports[claimed.index(False)]
+    await loser.release_request(session_id, 7)
+    assert not await loser.claim_request(session_id, 7)
+    await winner.release_request(session_id, 7)
+    assert await loser.claim_request(session_id, 7)
+    await loser.release_request(session_id, 7)
+    # Every claim was counted down once (the dead one by its one taker), so nothing is held.
+    assert await transports[0].state.count(f"held:{session_id}") == 0
+
+
+async def test_a_live_process_keeps_its_request_until_it_stops(processes):
+    transports, session_id = processes
+    serving, other = transports[1], transports[2]
+    assert await serving.claim_request(session_id, "live")
+    assert not await other.claim_request(session_id, "live")
+    assert not await other.settle_orphaned_request(session_id, "live")
+    assert await stored(other, session_id, 'post:slive') == []
+    # The process closes without releasing it (its heartbeat goes as it stops): dead at once.
+    await serving.close()
+    settled = await asyncio.gather(*(transport.settle_orphaned_request(session_id, "live")
+                                     for transport in (transports[0], *transports[2:])))
+    assert settled.count(True) == 1
+    assert await stored(other, session_id, "post:slive") == [request_stopped("live")]
+    assert await other.claim_request(session_id, "live")
+
+
+async def test_a_dead_process_stream_is_taken_over_by_one(processes):
+    transports, session_id = processes
+    await hold(transports[0], session_id, f"stream:{session_id}:get", f"{DEAD}|token")
+    claimed = await asyncio.gather(*(transport.claim_stream(session_id, "get", uuid.uuid4().hex)
+                                     for transport in transports))
+    assert claimed.count(True) == 1
+    # A live holder keeps it.
+    assert not await transports[0].claim_stream(session_id, "get", "another")
+
+
+async def test_a_process_taken_for_dead_gives_up_its_stream_when_it_renews_it(processes):
+    transports, session_id = processes
+    holder, taker = transports[0], transports[1]
+    assert await holder.claim_stream(session_id, "get", "mine")
+    assert await holder.renew_stream(session_id, "get", "mine")
+    # Its heartbeat lapsed (a long pause, say) and another process took the stream over.
+    theirs = f"{taker.runtime.channel_key}|theirs"
+    await taker.state.set(f"stream:{session_id}:get", theirs, 600)
+    assert not await holder.renew_stream(session_id, "get", "mine")
+    assert await taker.state.get(f"stream:{session_id}:get") == theirs
+
+
+async def test_an_answer_to_a_dead_process_settles_the_request_that_asked(processes):
+    transports, session_id = processes
+    await hold(transports[0], session_id, f"req:{session_id}:i9", DEAD)
+    await transports[0].state.set(f"s2c:{session_id}:question", f"{DEAD}|9", 600)
+    answer = {"jsonrpc": "2.0", "id": "question", "result": {"action": "decline"}}
+    await asyncio.gather(*(transport.route_response(session_id, answer) for transport in transports))
+    assert await transports[0].state.get(f"s2c:{session_id}:question") is None
+    assert await stored(transports[0], session_id, "post:i9") == [request_stopped(9)]
+    assert await transports[0].state.get(f"req:{session_id}:i9") is None
+
+
+async def test_the_heartbeat_is_renewed_while_the_process_runs(processes):
+    transports, _session_id = processes
+    transport = transports[0]
+    channel = transport.runtime.channel_key
+    assert await transport.liveness.is_alive(channel)
+    # Past several heartbeat lifetimes the key is still there: the runtime renews it.
+    key = f"alive:{channel}"
+    await transport.state.delete(key)
+    await asyncio.wait_for(_until(lambda: transport.state.get(key)), 10)
+
+
+async def test_a_resumed_stream_of_a_request_that_runs_nowhere_ends_with_an_error(
+        transactional_db, short_lived_connections):
+    server = Server("lost")
+
+    @server.tool
+    async def hello() -> str:
+        return "hello"
+
+    transport = StreamableHTTPTransport(server)
+    app = transport.as_asgi()
+    try:
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "c", "version": "1"}}}).encode()
+        session_id = (await call_asgi(app, "POST", post_headers(), [init])).header(b"mcp-session-id").decode()
+        get = {"host": "127.0.0.1", "accept": "text/event-stream", "mcp-session-id": session_id,
+               "mcp-protocol-version": "2025-11-25"}
+        # A call that ended: its stored response is replayed, and the stream ends with it.
+        call = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": "hello", "arguments": {}}}).encode()
+        answered = await call_asgi(app, "POST", post_headers(session_id), [call])
+        assert b'"hello"' in answered.body
+        replayed = await call_asgi(app, "GET", {**get, "last-event-id": "post:i2/0"})
+        assert sse_messages(replayed.body) == [{"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "hello"}], "isError": False}}]
+        # A request that runs nowhere and left nothing stored (its events expired, or it never
+        # was): an error, not a stream that waits forever.
+        for resumed in ("post:i77/0", "post:sgone/3"):
+            lost = await call_asgi(app, "GET", {**get, "last-event-id": resumed})
+            assert lost.start["status"] == 200
+            request_id = 77 if resumed.startswith("post:i") else "gone"
+            assert sse_messages(lost.body) == [request_lost(request_id)]
+            check_server_message(request_lost(request_id), "2025-11-25")
+            assert lost.messages[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    finally:
+        await transport.close()
+
+
+def sse_messages(body: bytes) -> list[dict]:
+    return [json.loads(line[5:]) for line in body.decode().splitlines()
+            if line.startswith("data:") and line[5:].strip()]
+
+
+async def _until(probe) -> None:
+    while not await probe():
+        await asyncio.sleep(0.05)
+
+
+# kill -9 of a daphne process mid-call ------------------------------------------------------------
+
+HEARTBEAT = 1.0
+# Longer than any wait below: what is let go here is let go by the liveness of its holder, not
+# because a claim lapsed (a stream's claim lives 2 keepalives + 5 s, a request's 80 minutes).
+KEEPALIVE = 60
+GENEROUS = 45.0  # every wait for a death to be noticed (the bound is 4 heartbeats: 4 s)
+
+
+class CallInBackground:
+    """A ``tools/call`` POSTed on a thread; its events arrive on ``events`` as they come."""
+
+    def __init__(self, client: HTTPClient, url: str, request_id: int, name: str, arguments: dict):
+        self.client = twin(client, url)
+        self.client.answers = {}
+        self.request_id = request_id
+        self.events: list[Event] = []
+        self.exchange = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(url, name, arguments), daemon=True)
+        self._thread.start()
+
+    def _run(self, url: str, name: str, arguments: dict) -> None:
+        try:
+            self.exchange = self.client.request("tools/call", {"name": name, "arguments": arguments},
+                                                request_id=self.request_id, url=url,
+                                                on_event=self.events.append)
+        except httpx.HTTPError as exc:  # the process died under it
+            self.error = exc
+
+    def event(self, predicate) -> Event | None:
+        return next((event for event in list(self.events) if predicate(event)), None)
+
+    def join(self) -> None:
+        self._thread.join(15)
+        assert not self._thread.is_alive()
+
+
+def is_stopped_error(message: dict, request_id: int) -> bool:
+    return message == request_stopped(request_id)
+
+
+def test_a_killed_process_requests_get_an_error_on_any_process_and_their_ids_are_reusable(
+        django_db_setup, transactional_db):
+    require_services()
+    settings = {"PROCESS_HEARTBEAT_INTERVAL": HEARTBEAT, "KEEPALIVE_INTERVAL": KEEPALIVE}
+    with cluster(2, redis_db=REDIS_DB, mcp_settings=settings) as (doomed, survivor):
+        client = new_session(doomed.url, capabilities={"elicitation": {}})
+        listening = open_stream(client, doomed.url)
+        waiting = CallInBackground(client, doomed.url, 101, "sleepy", {"seconds": 3600})
+        resent = CallInBackground(client, doomed.url, 102, "sleepy", {"seconds": 3600})
+        asking = CallInBackground(client, doomed.url, 103, "ask_client", {"request": "elicit"})
+        primed = {call.request_id: wait_until(lambda call=call: call.event(lambda e: e.id is not None),
+                                              30, f"the priming event of {call.request_id}")
+                  for call in (waiting, resent)}
+        question = wait_until(lambda: asking.event(lambda e: (e.message or {}).get("method")
+                                                   == "elicitation/create"), 30, "the elicitation")
+
+        doomed.kill()
+        for call in (waiting, resent, asking):
+            call.join()
+        ends(listening, timeout=10)
+
+        # A stream resumed on the survivor while the dead process still looks alive waits, checks
+        # it every heartbeat, and gets the error once its heartbeat lapses; the stream then ends.
+        resumed = survivor_listen(client, survivor.url, primed[101].id)
+        error = next_event(resumed, timeout=GENEROUS)
+        assert is_stopped_error(error.message, 101), error.message
+        assert ends(resumed) == []
+
+        # The answer to the dead process's question settles the call that asked it at once.
+        answer = {"jsonrpc": "2.0", "id": question.message["id"],
+                  "result": {"action": "accept", "content": {"colour": "blue"}}}
+        response = client.post_raw(json.dumps(answer), url=survivor.url)
+        assert response.status_code == 202, response.text
+        with redis_client(REDIS_DB) as redis:
+            session = client.session_id
+            assert not redis.exists(f"mcp:req:{session}:i103", f"mcp:s2c:{session}:{question.message['id']}")
+        late = survivor_listen(client, survivor.url, question.id)
+        assert is_stopped_error(next_event(late).message, 103)
+        assert ends(late) == []
+
+        # The same id sent again is accepted at once (its old call is answered, then it is free).
+        # Its stream, resumed while it runs, carries its own answer, not the old call's error.
+        again = CallInBackground(client, survivor.url, 102, "slow_count", {"count": 20, "delay": 0.5})
+        fresh = wait_until(lambda: again.event(lambda e: e.id is not None) or again.exchange, 30,
+                           "the priming event of the call sent again")
+        assert isinstance(fresh, Event), f"the call sent again was refused: {again.exchange}"
+        resumed_again = survivor_listen(client, survivor.url, fresh.id)
+        answer = next_event(resumed_again, timeout=GENEROUS)
+        assert answer.message["id"] == 102
+        assert answer.message["result"]["content"][0]["text"] == "Counted to 20"
+        assert ends(resumed_again) == []
+        again.join()
+        assert again.exchange.status == 200 and again.exchange.response == answer.message
+        # So is the id whose error the resumed stream got.
+        assert client.request("ping", request_id=101, url=survivor.url).response["result"] == {}
+
+        # The session's listening stream, claimed by the dead process, reopens on the survivor
+        # well before its claim would lapse (2 keepalives + 5 s = 125 s).
+        reopened = open_stream(client, survivor.url, timeout=GENEROUS)
+        reopened.close()
+
+
+def survivor_listen(client: HTTPClient, url: str, last_event_id: str):
+    listener = client.listen(last_event_id, url=url)
+    assert listener.status == 200, listener.status
+    return listener
+
+
+def test_the_errors_of_a_dead_or_lost_request_are_valid_on_every_revision():
+    """The errors a dead process's request, or a lost one, gets are valid in every revision."""
+    for revision in ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"):
+        check_server_message(request_stopped(5), revision)
+        check_server_message(request_stopped("five"), revision)
+        check_server_message(request_lost(5), revision)

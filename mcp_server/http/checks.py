@@ -61,13 +61,33 @@ def check_host_and_origin(request: Request, allowed_hosts: list[str],
 
 
 def same_origin(origin: str, scheme: str, host: str) -> bool:
-    parts = urlsplit(origin.lower())
-    if not parts.scheme or not parts.hostname:
+    """Whether ``origin`` names ``scheme://host``; a malformed Origin or Host is a 400."""
+    origin_scheme, origin_host, origin_port = _site(origin.lower(), "Origin")
+    if not origin_scheme or not origin_host:
         return False
-    origin_port = parts.port or DEFAULT_PORTS.get(parts.scheme)
-    target = urlsplit(f"{scheme}://{host.lower()}")
-    target_port = target.port or DEFAULT_PORTS.get(scheme)
-    return (parts.scheme, parts.hostname, origin_port) == (scheme, target.hostname, target_port)
+    _scheme, target_host, target_port = _site(f"{scheme}://{host.lower()}", "Host")
+    return (origin_scheme, origin_host, origin_port or DEFAULT_PORTS.get(origin_scheme)) == (
+        scheme, target_host, target_port or DEFAULT_PORTS.get(scheme))
+
+
+def _site(url: str, header: str) -> tuple[str, str | None, int | None]:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname, parts.port
+    except ValueError:  # a port that is not a number or past 65535, an unclosed "[" ...
+        raise HTTPError(400, f"Bad Request: malformed {header} header") from None
+
+
+# Session.origin is a CharField of this length; a longer Origin cannot be kept with the session.
+MAX_ORIGIN_LENGTH = 255
+
+
+def check_origin_storable(request: Request) -> None:
+    """The Origin a new session keeps must fit its column and hold no control character."""
+    origin = request.header("origin") or ""
+    if len(origin) > MAX_ORIGIN_LENGTH or not origin.isprintable():
+        raise HTTPError(400, f"Bad Request: the Origin header must be at most {MAX_ORIGIN_LENGTH} "
+                        "printable characters")
 
 
 def _media_types(value: str | None) -> list[str]:

@@ -147,6 +147,17 @@ async def test_a_malformed_origin_or_host_port_is_a_400(headers, message):
     assert reply.start["status"] == 400 and answer["error"]["message"] == message
 
 
+@pytest.mark.parametrize("name", ["mcp-session-id", "origin", "mcp-name"])
+async def test_a_control_character_in_a_header_is_a_400(name):
+    transport = StreamableHTTPTransport(Server("hardening"), stateless=True)
+    reply = await call_asgi(transport.as_asgi(), "POST", post_headers(**{name: "abc\x00def"}),
+                            [json.dumps(ping()).encode()])
+    answer = json.loads(reply.body)
+    check_server_message(answer, "2025-11-25")
+    assert reply.start["status"] == 400
+    assert answer["error"]["message"] == f"Bad Request: control character in the {name} header"
+
+
 # The endpoint, on daphne: what reaches the database, and uploads over the limit --------------------
 @pytest.fixture(scope="module")
 def daphne(django_db_setup, django_db_blocker):

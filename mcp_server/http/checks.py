@@ -42,6 +42,18 @@ class Request:
         return self.headers.get(name)
 
 
+# What no header value may hold (RFC 9110: field values are visible characters, spaces and tabs).
+# Servers such as daphne refuse them already; others hand them on, and a NUL in a session id
+# would reach the database, which cannot take it.
+_CONTROL_CHARACTERS = frozenset(map(chr, [*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F]))
+
+
+def check_header_values(request: Request) -> None:
+    for name, value in request.headers.items():
+        if not _CONTROL_CHARACTERS.isdisjoint(value):
+            raise HTTPError(400, f"Bad Request: control character in the {name} header")
+
+
 def check_host_and_origin(request: Request, allowed_hosts: list[str],
                           allowed_origins: list[str]) -> None:
     """DNS-rebinding protection: a known Host, and an Origin of the same site or allowed."""

@@ -106,7 +106,7 @@ def test_decode_returns_a_value_or_a_clean_refusal(text, depth):
     encoded = jsonrpc.encode(value)
     encoded.encode("utf-8")
     assert "\\u0000" not in encoded.replace("\\\\", "")
-    assert not jsonrpc.depth_exceeds(value, depth)
+    assert depth_of(value) <= depth
 
 
 def depth_of(value: Any) -> int:
@@ -129,6 +129,25 @@ def keepable(value: Any) -> bool:
     if isinstance(value, dict):
         return all(map(keepable, value)) and all(map(keepable, value.values()))
     return True
+
+
+# Strings full of what the depth measure must see through: brackets, quotes, backslashes.
+tricky_text = st.text(alphabet='[]{}"\\/ ,:au\n', max_size=8)
+tricky_values = st.recursive(
+    st.none() | st.integers() | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@FUZZ
+@given(value=tricky_values, wraps=st.integers(0, 20), limit=st.integers(1, 30),
+       indent=st.none() | st.integers(0, 2))
+def test_the_depth_measured_on_the_text_is_the_depth_of_the_value(value, wraps, limit, indent):
+    for _ in range(wraps):
+        value = [value, {"k": None}] if wraps % 2 else {"w": value}
+    text = json.dumps(value, indent=indent).encode()
+    assert jsonrpc.depth_exceeds(text, limit) == (depth_of(value) > limit)
 
 
 @FUZZ

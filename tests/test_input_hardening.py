@@ -319,6 +319,10 @@ def stdio_answers(lines: list[bytes]) -> list[dict]:
     def echo(message: str) -> str:
         return message
 
+    @server.tool
+    def unwritable() -> str:
+        return "half of a pair: \ud800"
+
     stdout = io.BytesIO()
     transport = StdioTransport(server, stdin=io.BytesIO(b"\n".join(lines) + b"\n"), stdout=stdout,
                                stderr=io.StringIO())
@@ -344,6 +348,9 @@ def test_over_stdio_every_bad_request_is_answered():
         b"[" * 100_000,
         json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                     "params": {"name": "echo", "arguments": {"message": "still here"}}}).encode(),
+        # A result UTF-8 cannot carry is still answered, with an error and the request's id.
+        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                    "params": {"name": "unwritable", "arguments": {}}}).encode(),
     ]
     answers = stdio_answers(lines)
     assert len(answers) == len(lines)
@@ -351,5 +358,6 @@ def test_over_stdio_every_bad_request_is_answered():
     assert by_id[3]["error"] == by_id[4]["error"] == {"code": INVALID_REQUEST, "message": REFUSED_STRING}
     assert by_id[6]["error"]["message"] == "Parse error: JSON nested deeper than 64 levels"
     assert by_id[7]["result"]["content"][0]["text"] == "still here"
+    assert by_id[8]["error"] == {"code": -32603, "message": "Internal error"}
     unnamed = [answer["error"]["code"] for answer in answers if answer["id"] is None]
     assert unnamed == [PARSE_ERROR] * 4

@@ -47,6 +47,7 @@ def refusal(text: str | bytes, max_depth: int = jsonrpc.MAX_JSON_DEPTH) -> dict:
 
 
 # Decoding ----------------------------------------------------------------------------------------
+@pytest.mark.feature("CORE-02")
 @pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "[1e999]", "-1E400",
                                   "[" + "9" * 400 + ".0]"])
 def test_nan_infinities_and_overflowing_numbers_are_invalid_json(text):
@@ -56,6 +57,7 @@ def test_nan_infinities_and_overflowing_numbers_are_invalid_json(text):
     assert jsonrpc.decode("[1e308, -0.5, 12]") == [1e308, -0.5, 12]
 
 
+@pytest.mark.feature("CORE-02")
 @pytest.mark.parametrize("limit", [10, 64, 200])
 def test_the_configured_depth_is_the_limit_applied_and_named(limit):
     assert jsonrpc.decode(nested(limit), limit) is not None
@@ -75,6 +77,7 @@ def test_brackets_in_strings_and_many_siblings_are_not_depth():
     refusal('{"a":[],"b":{"c":[1,{}]}}', 3)
 
 
+@pytest.mark.feature("CORE-02")
 def test_input_too_deep_for_the_decoder_is_a_parse_error_not_a_recursion_error():
     for text in ("[" * 200_000, nested(100_000), '{"a":' * 100_000):
         assert refusal(text, 100_000)["error"]["code"] == PARSE_ERROR
@@ -106,6 +109,7 @@ async def post_stateless(body: bytes, **options: object) -> tuple[int, dict]:
     return reply.start["status"], answer
 
 
+@pytest.mark.feature("HTTP-07")
 @pytest.mark.parametrize("limit", [10, 200])
 async def test_max_json_depth_of_the_transport_is_honoured(limit):
     deep_enough = json.dumps(ping(1, x=json.loads(nested(limit - 2)))).encode()
@@ -118,6 +122,7 @@ async def test_max_json_depth_of_the_transport_is_honoured(limit):
                                "message": f"Parse error: JSON nested deeper than {limit} levels"}
 
 
+@pytest.mark.feature("HTTP-07")
 @pytest.mark.parametrize(("body", "code", "request_id"), [
     (b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":NaN}}', PARSE_ERROR, None),
     (b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":1e999}}', PARSE_ERROR, None),
@@ -271,6 +276,7 @@ def upload(port: int, path: str, head: dict, chunks: int, chunked: bool, on_the_
         return read_reply(sock)
 
 
+@pytest.mark.feature("HTTP-05")
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_an_oversized_upload_is_refused_without_being_held(on_daphne, chunked):
     client = Client(on_daphne.url)
@@ -295,6 +301,7 @@ def test_an_oversized_upload_is_refused_without_being_held(on_daphne, chunked):
     assert client.request("ping").response["result"] == {}
 
 
+@pytest.mark.feature("HTTP-05")
 def test_the_body_limit_of_the_endpoint_leaves_other_paths_alone(on_daphne):
     with socket.create_connection(("127.0.0.1", on_daphne.port), timeout=30) as sock:
         body = b"x" * (5 * MIB)
@@ -334,6 +341,7 @@ def stdio_answers(lines: list[bytes]) -> list[dict]:
     return answers
 
 
+@pytest.mark.feature("STDIO-01", "CORE-02")
 def test_over_stdio_every_bad_request_is_answered():
     init = initialize_body("c").replace('"init"', "0").encode()
     lines = [

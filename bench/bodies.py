@@ -52,6 +52,8 @@ def shapes() -> dict[str, bytes]:
     # The envelope holds x at depth 3: chains of 61 reach the default MAX_JSON_DEPTH (64) exactly.
     chain = b"[" * 61 + b"]" * 61
     return {
+        # What receiving 4 MiB costs by itself: one ping padded with spaces.
+        "padding": _request(b"1" + b" " * (budget - 1)),
         # Containers as small as they come: the most objects per byte.
         "tiny-arrays": _request(_array(b"[]", budget)),
         "tiny-objects": _request(_array(b'{"a":[]}', budget)),

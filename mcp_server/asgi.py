@@ -125,8 +125,6 @@ def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = N
         return
     from urllib.parse import unquote_to_bytes, urlsplit
 
-    from twisted.internet import reactor
-
     from mcp_protocol import jsonrpc
     from mcp_protocol.errors import INVALID_REQUEST
 
@@ -146,7 +144,9 @@ def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = N
         _mcp_body_refused = False
 
         def gotLength(self, length: int | None) -> None:
-            target = self.channel._path  # the request target; self.path is set after the body
+            # The request target: self.path is only set once the body is in. (A Twisted without
+            # it leaves the limit to the endpoint, which applies it as the body is handed on.)
+            target = getattr(self.channel, "_path", b"")
             if target.startswith(b"http"):
                 target = urlsplit(target).path  # absolute form
             if unquote_to_bytes(target.split(b"?", 1)[0]) == endpoint:
@@ -175,6 +175,8 @@ def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = N
 
         def refuse_oversized_body(self) -> None:
             """Answer 413 now, drop the rest of the body, and close the connection."""
+            from twisted.internet import reactor  # daphne's, installed by the time bodies arrive
+
             self._mcp_body_refused = True
             self.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after the answer
             channel = self.channel

@@ -254,6 +254,17 @@ def _storable(value: Any) -> bool:
 
 
 def encode(message: Any) -> str:
-    """Compact JSON text; raises ValueError for NaN or infinities, which are not JSON at all
-    (Python would write the bare tokens ``NaN``/``Infinity`` that peers cannot parse)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON text that UTF-8 can carry; raises ValueError for NaN or infinities, which are
+    not JSON at all (Python would write the bare tokens ``NaN``/``Infinity`` that peers cannot
+    parse).
+
+    A lone surrogate in a string (UTF-8 has no form for one) is written as U+FFFD, as the WHATWG
+    encoders do, so that a handler's result holding one is still sent rather than lost.
+    """
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if not text.isascii():  # O(1); only text with non-ASCII characters can hold a surrogate
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

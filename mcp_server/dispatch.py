@@ -51,13 +51,12 @@ async def handle_json(server: Server, text: str | bytes, session: ServerSession)
 def encode_answer(server: Server, answer: Any, payload: Any) -> str:
     """The JSON text of a response or batch of responses to ``payload``.
 
-    A result JSON cannot carry (a ``datetime`` returned by a handler, say, or a string with a
-    lone surrogate, which UTF-8 cannot) becomes -32603 for that request alone, keeping its id,
-    instead of an exception that loses every answer. Encoding is tried once as a whole first, so
-    the usual case costs nothing extra.
+    A result JSON cannot carry (a ``datetime`` returned by a handler, say) becomes -32603 for
+    that request alone, keeping its id, instead of an exception that loses every answer.
+    Encoding is tried once as a whole first, so the usual case costs nothing extra.
     """
     try:
-        return _utf8_safe(jsonrpc.encode(answer))
+        return jsonrpc.encode(answer)
     except (TypeError, ValueError):
         pass
     requests = payload if isinstance(payload, list) else [payload]
@@ -67,18 +66,13 @@ def encode_answer(server: Server, answer: Any, payload: Any) -> str:
     fixed = []
     for response in answer if isinstance(answer, list) else [answer]:
         try:
-            _utf8_safe(jsonrpc.encode(response))
+            jsonrpc.encode(response)
         except (TypeError, ValueError) as exc:
             request_id = response.get("id")
             server.report_exception(exc, {"request": by_id.get(request_id)})
             response = jsonrpc.error_response(request_id, INTERNAL_ERROR, "Internal error")
         fixed.append(response)
     return jsonrpc.encode(fixed if isinstance(answer, list) else fixed[0])
-
-
-def _utf8_safe(text: str) -> str:
-    text.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
-    return text
 
 
 async def handle_message(server: Server, message: Any, session: ServerSession) -> dict | None:

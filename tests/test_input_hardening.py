@@ -92,6 +92,12 @@ def test_nul_and_lone_surrogates_are_refused_with_the_request_id(escape):
     assert refusal(f'["{escape}"]')["id"] is None
 
 
+def test_what_the_server_writes_is_always_utf8():
+    text = jsonrpc.encode({"a": "x\ud800y", "\udfff": ["😀", "\ud83d\ude00"]})
+    assert text.encode("utf-8") and json.loads(text) == {"a": "x\ufffdy", "\ufffd": ["😀", "😀"]}
+    assert jsonrpc.encode({"a": "é"}) == '{"a":"é"}'
+
+
 def test_pairs_and_escaped_backslashes_are_not_refused():
     assert jsonrpc.decode('["\\ud83d\\ude00", "\\\\u0000", "\\\\ud800"]') == ["😀", "\\u0000", "\\ud800"]
     # Encoded as bytes (not escaped), a surrogate is invalid UTF-8; from memory, a str that holds
@@ -161,6 +167,49 @@ async def test_a_control_character_in_a_header_is_a_400(name):
     check_server_message(answer, "2025-11-25")
     assert reply.start["status"] == 400
     assert answer["error"]["message"] == f"Bad Request: control character in the {name} header"
+
+
+@pytest.fixture
+def short_lived_connections():
+    """Database connections opened on worker threads close after each use, so none is left open
+    when the test database is dropped."""
+    from django.db import connection
+
+    saved = connection.settings_dict.get("CONN_MAX_AGE")
+    connection.settings_dict["CONN_MAX_AGE"] = 0
+    yield
+    connection.settings_dict["CONN_MAX_AGE"] = saved
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("json_response", [False, True], ids=["sse", "json"])
+@pytest.mark.parametrize(("returned", "sent"), [("half of a pair: \ud800", "half of a pair: \ufffd"),
+                                                ("a\x00b", "a\x00b")], ids=["surrogate", "nul"])
+async def test_a_result_postgresql_or_utf8_cannot_keep_is_sent_not_lost(
+        short_lived_connections, json_response, returned, sent):
+    server = Server("hardening")
+
+    @server.tool
+    def unwritable() -> str:
+        return returned
+
+    transport = StreamableHTTPTransport(server, enable_json_response=json_response)
+    app = transport.as_asgi()
+    try:
+        init = initialize_body("c").encode()
+        session_id = (await call_asgi(app, "POST", post_headers(), [init])).header(b"mcp-session-id").decode()
+        call = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                           "params": {"name": "unwritable", "arguments": {}}}).encode()
+        reply = await call_asgi(app, "POST", post_headers(session_id), [call])
+        assert reply.start["status"] == 200
+        text = reply.body.decode("utf-8")
+        data = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+        answer = json.loads(data[-1] if data else text)
+        check_server_message(answer, "2025-11-25", "tools/call")
+        assert answer["id"] == 5
+        assert answer["result"]["content"][0]["text"] == sent
+    finally:
+        await transport.close()
 
 
 # The endpoint, on daphne: what reaches the database, and uploads over the limit --------------------
@@ -356,7 +405,7 @@ def test_over_stdio_every_bad_request_is_answered():
         b"[" * 100_000,
         json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                     "params": {"name": "echo", "arguments": {"message": "still here"}}}).encode(),
-        # A result UTF-8 cannot carry is still answered, with an error and the request's id.
+        # A result UTF-8 cannot carry as it is still goes out, its lone surrogate as U+FFFD.
         json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
                     "params": {"name": "unwritable", "arguments": {}}}).encode(),
     ]
@@ -366,6 +415,6 @@ def test_over_stdio_every_bad_request_is_answered():
     assert by_id[3]["error"] == by_id[4]["error"] == {"code": INVALID_REQUEST, "message": REFUSED_STRING}
     assert by_id[6]["error"]["message"] == "Parse error: JSON nested deeper than 64 levels"
     assert by_id[7]["result"]["content"][0]["text"] == "still here"
-    assert by_id[8]["error"] == {"code": -32603, "message": "Internal error"}
+    assert by_id[8]["result"]["content"][0]["text"] == "half of a pair: \ufffd"
     unnamed = [answer["error"]["code"] for answer in answers if answer["id"] is None]
     assert unnamed == [PARSE_ERROR] * 4

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate, cycle
+from operator import mul
 from typing import Any
 
 from .errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, MCPError
@@ -112,41 +118,153 @@ def parse_error(detail: str = "Invalid JSON") -> dict[str, Any]:
     return error_response(None, PARSE_ERROR, f"Parse error: {detail}")
 
 
-def json_depth_exceeds(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether the JSON text nests objects and arrays deeper than ``limit``, without parsing it."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    if text.count("[") + text.count("{") <= limit:
+class DecodeError(ValueError):
+    """JSON text refused; :meth:`response` is the error to answer with.
+
+    ``request_id`` is set when the text did parse and named a valid id (a string the server
+    cannot keep, say), so the answer still reaches the request that caused it.
+    """
+
+    def __init__(self, message: str, code: int = PARSE_ERROR, request_id: Any = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.request_id = request_id
+
+    def response(self) -> dict[str, Any]:
+        return error_response(self.request_id, self.code, self.message)
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"number {token[:40]} overflows a double")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refuse_constant)
+# Escapes that may decode to a character no peer or database can keep: NUL (PostgreSQL refuses
+# it in text and jsonb) and UTF-16 surrogates (a lone one cannot be encoded as UTF-8). Their
+# presence only triggers the exact check, which a literal backslash before them passes.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON text, refused with :class:`DecodeError` when it breaks a rule.
+
+    Refused: invalid UTF-8 or JSON, ``NaN``/``Infinity`` and numbers that overflow to infinity,
+    nesting deeper than ``max_depth`` (objects and arrays), and strings holding NUL or a lone
+    surrogate. The text is decoded once, by the C decoder; the other rules are checked after,
+    each only when a cheap count or search of the text says it could be broken.
+    """
+    try:
+        if isinstance(text, bytes | bytearray):
+            # Strict UTF-8 (json.loads would let surrogates encoded as bytes through), and faster.
+            raw, text = text, text.decode("utf-8")
+        else:
+            raw = text.encode("utf-8")  # a str from memory may hold a lone surrogate as is
+    except UnicodeError:
+        raise DecodeError("Parse error: Invalid JSON") from None  # JSON text is UTF-8
+    try:
+        with _collector_paused():
+            value = _DECODER.decode(text)
+        too_deep = text.count("[") + text.count("{") > max_depth and depth_exceeds(raw, max_depth)
+    except RecursionError:
+        raise DecodeError(f"Parse error: JSON nested deeper than {max_depth} levels") from None
+    except json.JSONDecodeError:
+        raise DecodeError("Parse error: Invalid JSON") from None
+    except ValueError as exc:  # a refused number or constant, an integer too long to convert
+        raise DecodeError(f"Parse error: Invalid JSON: {_reason(exc)}") from None
+    request_id = value.get("id") if isinstance(value, dict) and is_valid_id(value.get("id")) else None
+    if too_deep:
+        raise DecodeError(f"Parse error: JSON nested deeper than {max_depth} levels",
+                          request_id=request_id)
+    if "\\u" in text and _SUSPECT_ESCAPE.search(text) and not _storable(value):
+        raise DecodeError("Invalid Request: strings must not contain NUL characters or lone "
+                          "UTF-16 surrogates", INVALID_REQUEST, request_id)
+    return value
+
+
+def _reason(exc: ValueError) -> str:
+    # Our own words, or int()'s about a number's digit count: never the input itself.
+    return str(exc).split("\n", 1)[0][:200]
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a value is built.
+
+    A decoded value holds no reference cycles, yet building a million small containers would
+    set off collections that each walk them all, more than doubling the cost of decoding.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def depth_exceeds(text: bytes | bytearray, limit: int) -> bool:
+    """Whether valid JSON ``text`` nests objects and arrays deeper than ``limit``.
+
+    Done with C string operations alone, in time linear in the text: strings are cut out, the
+    brackets left are peeled of their empty containers a few times (each peel lowers the height
+    by exactly one, and a few of them leave few runs of brackets), and the deepest point of what
+    remains is a running sum over its runs of openers and closers. Walking the decoded value
+    instead costs several times more on a body of many small containers.
+    """
+    if b"\\" in text:
+        # Escapes only occur inside strings: without them, no quote is left inside a string.
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    if b'"' in text:
+        text = b"".join(text.split(b'"')[::2])  # the parts outside strings
+    skeleton = text.translate(_TO_PARENTHESES, _NOT_BRACKETS)
+    peeled = 0
+    while skeleton and peeled < _PEELS:
+        skeleton = skeleton.replace(b"()", b"")
+        peeled += 1
+    if not skeleton:
+        return peeled > limit
+    runs = map(len, _RUNS.findall(skeleton))  # openers and closers in turn, openers first
+    return peeled + max(accumulate(map(mul, runs, cycle((1, -1))))) > limit
+
+
+_TO_PARENTHESES = bytes.maketrans(b"[{]}", b"(())")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_RUNS = re.compile(rb"\(+|\)+")
+_PEELS = 8
+
+
+def _storable(value: Any) -> bool:
+    """No string in ``value`` (key or value) holds NUL or a lone surrogate (the exact check)."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
         return False
-    depth = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth -= 1
-    return False
-
-
-def decode(text: str | bytes) -> Any:
-    """Parse JSON text; raises :class:`ValueError` with a readable reason."""
-    if json_depth_exceeds(text):
-        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return json.loads(text)
+    # In json.dumps' output every backslash starts an escape; once escaped backslashes are
+    # gone, a remaining \u0000 is a NUL.
+    return "\\u0000" not in text.replace("\\\\", "")
 
 
 def encode(message: Any) -> str:
-    """Compact JSON text; raises ValueError for NaN or infinities, which are not JSON at all
-    (Python would write the bare tokens ``NaN``/``Infinity`` that peers cannot parse)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON text that UTF-8 can carry; raises ValueError for NaN or infinities, which are
+    not JSON at all (Python would write the bare tokens ``NaN``/``Infinity`` that peers cannot
+    parse).
+
+    A lone surrogate in a string (UTF-8 has no form for one) is written as U+FFFD, as the WHATWG
+    encoders do, so that a handler's result holding one is still sent rather than lost.
+    """
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if not text.isascii():  # O(1); only text with non-ASCII characters can hold a surrogate
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 import sys
 from typing import Any
 
@@ -98,5 +99,99 @@ def skip_daphne_form_parsing() -> None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("parsePOSTFormSubmission", False)
             super().__init__(*args, **kwargs)
+
+    module.WebRequest = WebRequest
+
+
+# How long a refused upload is still read (and dropped) after its 413, so that a client that sends
+# its whole body before reading the answer gets to read it; bounded, so one that never stops
+# sending cannot hold the connection.
+REFUSED_BODY_LINGER_SECONDS = 5.0
+
+
+def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = None) -> None:
+    """Under daphne, refuse a request body to ``path`` as soon as it passes ``max_bytes``.
+
+    daphne (Twisted) holds a whole request body, in memory or a temporary file, before the
+    application sees a byte of it, so the endpoint's own 413 would come after the upload was
+    taken in. With this hook the 413 goes out when the Content-Length says too much, or when the
+    chunks received pass the limit: what follows is dropped and the connection closed. Requests
+    to other paths (the admin) are untouched. ``max_bytes`` defaults to
+    ``MCP_SERVER["MAX_REQUEST_BYTES"]``. Call it from the project's ASGI module; it does nothing
+    when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_limits_bodies", False):
+        return
+    from urllib.parse import unquote_to_bytes, urlsplit
+
+    from mcp_protocol import jsonrpc
+    from mcp_protocol.errors import INVALID_REQUEST
+
+    endpoint = path.encode("utf-8")
+
+    def limit() -> int:
+        if max_bytes is not None:
+            return max_bytes
+        from .settings import mcp_settings
+
+        return mcp_settings.MAX_REQUEST_BYTES
+
+    class WebRequest(module.WebRequest):
+        _mcp_limits_bodies = True
+        _mcp_body_limit: int | None = None
+        _mcp_body_bytes = 0
+        _mcp_body_refused = False
+
+        def gotLength(self, length: int | None) -> None:
+            # The request target: self.path is only set once the body is in. (A Twisted without
+            # it leaves the limit to the endpoint, which applies it as the body is handed on.)
+            target = getattr(self.channel, "_path", b"")
+            if target.startswith(b"http"):
+                target = urlsplit(target).path  # absolute form
+            if unquote_to_bytes(target.split(b"?", 1)[0]) == endpoint:
+                self._mcp_body_limit = limit()
+                if length is not None and length > self._mcp_body_limit:
+                    self.content = io.BytesIO()
+                    self.refuse_oversized_body()
+                    return
+            super().gotLength(length)
+
+        def handleContentChunk(self, data: bytes) -> None:
+            if self._mcp_body_refused:
+                return
+            if self._mcp_body_limit is not None:
+                self._mcp_body_bytes += len(data)
+                if self._mcp_body_bytes > self._mcp_body_limit:
+                    self.content.close()
+                    self.content = io.BytesIO()
+                    self.refuse_oversized_body()
+                    return
+            super().handleContentChunk(data)
+
+        def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+            if not self._mcp_body_refused:  # a refused body was answered when it was refused
+                super().requestReceived(command, path, version)
+
+        def refuse_oversized_body(self) -> None:
+            """Answer 413 now, drop the rest of the body, and close the connection."""
+            from twisted.internet import reactor  # daphne's, installed by the time bodies arrive
+
+            self._mcp_body_refused = True
+            self.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after the answer
+            channel = self.channel
+            if channel.requests[:1] != [self]:
+                # An earlier pipelined request still owns the connection's output.
+                channel.transport.abortConnection()
+                return
+            message = f"Payload Too Large: the body exceeds {self._mcp_body_limit} bytes"
+            body = jsonrpc.encode(jsonrpc.error_response(None, INVALID_REQUEST, message)).encode()
+            channel.transport.write(
+                b"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+            )
+            channel.transport.loseWriteConnection()
+            closer = reactor.callLater(REFUSED_BODY_LINGER_SECONDS, channel.transport.abortConnection)
+            self.notifyFinish().addBoth(lambda _: closer.active() and closer.cancel())
 
     module.WebRequest = WebRequest

@@ -42,9 +42,8 @@ async def handle_payload(server: Server, payload: Any, session: ServerSession) -
 async def handle_json(server: Server, text: str | bytes, session: ServerSession) -> str | None:
     try:
         payload = jsonrpc.decode(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        detail = "Invalid JSON" if not str(exc).startswith("JSON nested") else str(exc)
-        return jsonrpc.encode(jsonrpc.parse_error(detail))
+    except jsonrpc.DecodeError as refused:
+        return jsonrpc.encode(refused.response())
     answer = await handle_payload(server, payload, session)
     return None if answer is None else encode_answer(server, answer, payload)
 

@@ -15,9 +15,16 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from mcp_server.asgi import session_auth, skip_daphne_form_parsing, streamable_http_app  # noqa: E402
+from mcp_server.asgi import (  # noqa: E402
+    refuse_oversized_daphne_bodies,
+    session_auth,
+    skip_daphne_form_parsing,
+    streamable_http_app,
+)
 
 skip_daphne_form_parsing()
+# A body past MAX_REQUEST_BYTES is refused while it arrives, not after daphne has held it all.
+refuse_oversized_daphne_bodies("/mcp")
 
 application = ProtocolTypeRouter({
     "http": URLRouter([

@@ -143,15 +143,14 @@ def test_decode_and_parse_error():
 def test_json_depth_limit():
     limit = jsonrpc.MAX_JSON_DEPTH
     assert limit == 64
-    assert not jsonrpc.json_depth_exceeds("[" * limit + "]" * limit)
-    assert jsonrpc.json_depth_exceeds("[" * (limit + 1) + "]" * (limit + 1))
-    assert jsonrpc.json_depth_exceeds('{"a":' * (limit + 1) + "1" + "}" * (limit + 1))
+    assert not jsonrpc.depth_exceeds(b"[" * limit + b"]" * limit, limit)
+    assert jsonrpc.depth_exceeds(b"[" * (limit + 1) + b"]" * (limit + 1), limit)
+    assert jsonrpc.depth_exceeds(b'{"a":' * (limit + 1) + b"1" + b"}" * (limit + 1), limit)
     # Brackets inside strings (escaped quotes included) do not count.
     quoted = json.dumps({"s": '\\"[[[' * 100, "t": "{" * 200})
-    assert not jsonrpc.json_depth_exceeds(quoted)
     assert jsonrpc.decode(quoted) == json.loads(quoted)
     # Many siblings are not depth.
-    assert not jsonrpc.json_depth_exceeds("[" + ",".join(["[]"] * 500) + "]")
+    assert not jsonrpc.depth_exceeds(b"[" + b",".join([b"[]"] * 500) + b"]", 2)
     with pytest.raises(ValueError, match="deeper than 64"):
         jsonrpc.decode("[" * 65 + "]" * 65)
 

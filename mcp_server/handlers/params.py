@@ -23,6 +23,19 @@ def required_string(params: dict, key: str, method: str) -> str:
     return value
 
 
+# The longest URI a subscription keeps (ResourceSubscription.uri is a column of this length).
+MAX_SUBSCRIPTION_URI_LENGTH = 2048
+
+
+def subscription_uri(params: dict, method: str) -> str:
+    uri = required_string(params, "uri", method)
+    if len(uri) > MAX_SUBSCRIPTION_URI_LENGTH:
+        raise InvalidParamsError(
+            f"Invalid params: {method} takes a 'uri' of at most {MAX_SUBSCRIPTION_URI_LENGTH} characters"
+        )
+    return uri
+
+
 def optional_object(params: dict, key: str, method: str) -> dict:
     value = params.get(key)
     if value is None:

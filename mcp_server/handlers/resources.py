@@ -10,7 +10,7 @@ from ..invoke import call_user_code, call_with_params
 from ..primitives.resource import read_result
 from . import cache_hints
 from .pagination import page
-from .params import as_object, required_string
+from .params import as_object, required_string, subscription_uri
 
 
 async def list_resources(ctx: ServerContext) -> dict[str, Any]:
@@ -81,7 +81,7 @@ async def unsubscribe(ctx: ServerContext) -> dict[str, Any]:
 
 async def _subscription(ctx: ServerContext, method: str, handler: Any, *, add: bool) -> dict:
     params = as_object(ctx.params, method)
-    uri = required_string(params, "uri", method)
+    uri = subscription_uri(params, method)
     ctx.instrumentation["resource_uri"] = uri
     if add:
         await ctx.session.subscribe(uri)

@@ -42,6 +42,18 @@ class Request:
         return self.headers.get(name)
 
 
+# What no header value may hold (RFC 9110: field values are visible characters, spaces and tabs).
+# Servers such as daphne refuse them already; others hand them on, and a NUL in a session id
+# would reach the database, which cannot take it.
+_CONTROL_CHARACTERS = frozenset(map(chr, [*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F]))
+
+
+def check_header_values(request: Request) -> None:
+    for name, value in request.headers.items():
+        if not _CONTROL_CHARACTERS.isdisjoint(value):
+            raise HTTPError(400, f"Bad Request: control character in the {name} header")
+
+
 def check_host_and_origin(request: Request, allowed_hosts: list[str],
                           allowed_origins: list[str]) -> None:
     """DNS-rebinding protection: a known Host, and an Origin of the same site or allowed."""
@@ -61,13 +73,33 @@ def check_host_and_origin(request: Request, allowed_hosts: list[str],
 
 
 def same_origin(origin: str, scheme: str, host: str) -> bool:
-    parts = urlsplit(origin.lower())
-    if not parts.scheme or not parts.hostname:
+    """Whether ``origin`` names ``scheme://host``; a malformed Origin or Host is a 400."""
+    origin_scheme, origin_host, origin_port = _site(origin.lower(), "Origin")
+    if not origin_scheme or not origin_host:
         return False
-    origin_port = parts.port or DEFAULT_PORTS.get(parts.scheme)
-    target = urlsplit(f"{scheme}://{host.lower()}")
-    target_port = target.port or DEFAULT_PORTS.get(scheme)
-    return (parts.scheme, parts.hostname, origin_port) == (scheme, target.hostname, target_port)
+    _scheme, target_host, target_port = _site(f"{scheme}://{host.lower()}", "Host")
+    return (origin_scheme, origin_host, origin_port or DEFAULT_PORTS.get(origin_scheme)) == (
+        scheme, target_host, target_port or DEFAULT_PORTS.get(scheme))
+
+
+def _site(url: str, header: str) -> tuple[str, str | None, int | None]:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname, parts.port
+    except ValueError:  # a port that is not a number or past 65535, an unclosed "[" ...
+        raise HTTPError(400, f"Bad Request: malformed {header} header") from None
+
+
+# Session.origin is a CharField of this length; a longer Origin cannot be kept with the session.
+MAX_ORIGIN_LENGTH = 255
+
+
+def check_origin_storable(request: Request) -> None:
+    """The Origin a new session keeps must fit its column and hold no control character."""
+    origin = request.header("origin") or ""
+    if len(origin) > MAX_ORIGIN_LENGTH or not origin.isprintable():
+        raise HTTPError(400, f"Bad Request: the Origin header must be at most {MAX_ORIGIN_LENGTH} "
+                        "printable characters")
 
 
 def _media_types(value: str | None) -> list[str]:

@@ -17,7 +17,7 @@ from channels.generic.http import AsyncHttpConsumer
 
 from mcp_protocol import jsonrpc
 
-from .checks import Request, check_host_and_origin
+from .checks import Request, check_header_values, check_host_and_origin
 from .errors import HTTPError, internal_error
 from .get import handle_delete, handle_get
 from .post import handle_post
@@ -51,6 +51,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
                 # A stateless transport has no streams to route to, and may be built per request
                 # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
                 await self.transport.ensure_runtime()
+            check_header_values(request)
             if self.transport.dns_rebinding_protection:
                 check_host_and_origin(request, self.transport.allowed_hosts,
                                       self.transport.allowed_origins)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -55,6 +56,10 @@ class EventStore(Protocol):
         """Drop a session's events (it was deleted or expired)."""
 
 
+# A \u0000 escape in JSON text: after an even run of backslashes (an odd one escapes the last).
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
 class DatabaseEventStore:
     """Events as rows of ``mcp_server.StreamEvent``."""
 
@@ -64,13 +69,22 @@ class DatabaseEventStore:
 
     @staticmethod
     def _append(session_id: str | None, stream: str, message: dict, level: str) -> int | None:
-        from django.db import IntegrityError
+        from django.db import DataError, IntegrityError
 
         from ..models import StreamEvent
 
         try:
             return StreamEvent.objects.create(
                 session_id=session_id, stream=stream, message=message, level=level
+            ).pk
+        except DataError:
+            from mcp_protocol import jsonrpc
+
+            # PostgreSQL's jsonb takes no NUL and no lone surrogate, which a handler's result may
+            # hold: the event is kept as the wire carries it, with U+FFFD for those.
+            storable = json.loads(_NUL_ESCAPE.sub("\\1\ufffd", jsonrpc.encode(message)))
+            return StreamEvent.objects.create(
+                session_id=session_id, stream=stream, message=storable, level=level
             ).pk
         except IntegrityError:
             if session_id is None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
-from mcp_protocol.errors import INVALID_REQUEST, PARSE_ERROR
+from mcp_protocol.errors import INVALID_REQUEST
 
 from ..session import ServerSession
 from .authorization import authorize, session_of
 from .checks import (
     Request,
     check_content_type,
+    check_origin_storable,
     check_post_accept,
     check_protocol_version,
     check_standard_headers,
@@ -48,12 +49,10 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
 
 
 def _decode(body: bytes, max_depth: int) -> jsonrpc.Incoming:
-    if jsonrpc.json_depth_exceeds(body, max_depth):
-        raise HTTPError(400, f"Parse error: JSON nested deeper than {max_depth} levels", code=PARSE_ERROR)
     try:
-        payload = jsonrpc.decode(body)
-    except (ValueError, UnicodeDecodeError):
-        raise HTTPError(400, "Parse error: Invalid JSON", code=PARSE_ERROR) from None
+        payload = jsonrpc.decode(body, max_depth)
+    except jsonrpc.DecodeError as refused:
+        raise HTTPError(400, refused.message, code=refused.code, request_id=refused.request_id) from None
     if isinstance(payload, list):
         raise HTTPError(400, "JSON-RPC body must be a single request object", code=INVALID_REQUEST)
     return jsonrpc.classify(payload)
@@ -79,6 +78,7 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         if await transport.sessions.load(request.header("mcp-session-id")) is None:
             raise HTTPError(404, "Session not found")
         raise HTTPError(400, "Invalid Request: Server already initialized", request_id=incoming.id)
+    check_origin_storable(request)
     await _check_capacity(transport)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
     answer = await transport.server.handle_async(incoming.message, session)

@@ -17,6 +17,9 @@ from .errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, MCPError
 
 JSONRPC_VERSION = "2.0"
 MAX_JSON_DEPTH = 64
+# Objects and arrays in one message at most: building a million tiny containers holds the event
+# loop for the better part of a second, and no MCP message needs that many.
+MAX_JSON_CONTAINERS = 100_000
 _STRING_ID = re.compile(r"[A-Za-z0-9_-]+")
 _MISSING = object()
 
@@ -153,13 +156,16 @@ _DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refuse_co
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
-def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH,
+           max_containers: int = MAX_JSON_CONTAINERS) -> Any:
     """Parse one JSON text, refused with :class:`DecodeError` when it breaks a rule.
 
-    Refused: invalid UTF-8 or JSON, ``NaN``/``Infinity`` and numbers that overflow to infinity,
-    nesting deeper than ``max_depth`` (objects and arrays), and strings holding NUL or a lone
-    surrogate. The text is decoded once, by the C decoder; the other rules are checked after,
-    each only when a cheap count or search of the text says it could be broken.
+    Refused: invalid UTF-8 or JSON, more than ``max_containers`` objects and arrays (counted on
+    the text before decoding, so such a body costs a scan, not a decode), ``NaN``/``Infinity``
+    and numbers that overflow to infinity, nesting deeper than ``max_depth``, and strings holding
+    NUL or a lone surrogate. The text is decoded once, by the C decoder; the other rules are
+    checked with C string operations, each only when a cheap count of the text says it could be
+    broken.
     """
     try:
         if isinstance(text, bytes | bytearray):
@@ -169,10 +175,17 @@ def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
             raw = text.encode("utf-8")  # a str from memory may hold a lone surrogate as is
     except UnicodeError:
         raise DecodeError("Parse error: Invalid JSON") from None  # JSON text is UTF-8
+    brackets = text.count("[") + text.count("{")
+    skeleton = None
+    if brackets > max_containers:
+        skeleton = _skeleton(raw)
+        if skeleton.count(b"(") > max_containers:
+            raise DecodeError(f"Parse error: more than {max_containers} objects and arrays in one message")
     try:
         with _collector_paused():
             value = _DECODER.decode(text)
-        too_deep = text.count("[") + text.count("{") > max_depth and depth_exceeds(raw, max_depth)
+        too_deep = brackets > max_depth and _skeleton_deeper_than(
+            skeleton if skeleton is not None else _skeleton(raw), max_depth)
     except RecursionError:
         raise DecodeError(f"Parse error: JSON nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError:
@@ -219,12 +232,20 @@ def depth_exceeds(text: bytes | bytearray, limit: int) -> bool:
     remains is a running sum over its runs of openers and closers. Walking the decoded value
     instead costs several times more on a body of many small containers.
     """
+    return _skeleton_deeper_than(_skeleton(text), limit)
+
+
+def _skeleton(text: bytes | bytearray) -> bytes:
+    """The objects and arrays of valid JSON ``text`` outside strings, as ``(`` and ``)``."""
     if b"\\" in text:
         # Escapes only occur inside strings: without them, no quote is left inside a string.
         text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
     if b'"' in text:
         text = b"".join(text.split(b'"')[::2])  # the parts outside strings
-    skeleton = text.translate(_TO_PARENTHESES, _NOT_BRACKETS)
+    return text.translate(_TO_PARENTHESES, _NOT_BRACKETS)
+
+
+def _skeleton_deeper_than(skeleton: bytes, limit: int) -> bool:
     peeled = 0
     while skeleton and peeled < _PEELS:
         skeleton = skeleton.replace(b"()", b"")

@@ -64,6 +64,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_REQUEST_VALIDATOR": None,
     "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
     "MAX_JSON_DEPTH": 64,
+    # Objects and arrays in one request body at most (400, -32700 past it): a body of a million
+    # tiny containers would hold the event loop while it is decoded.
+    "MAX_JSON_CONTAINERS": 100_000,
     # Seconds between keepalive comments on listening streams.
     "KEEPALIVE_INTERVAL": 30,
     # Seconds stored SSE events are kept for clients that resume a stream.

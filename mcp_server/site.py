@@ -81,6 +81,7 @@ def build_transport(server: Server) -> Any:
         session_idle_timeout=s.SESSION_IDLE_TIMEOUT, max_sessions=s.MAX_SESSIONS,
         session_request_validator=s.SESSION_REQUEST_VALIDATOR,
         max_request_bytes=s.MAX_REQUEST_BYTES, max_json_depth=s.MAX_JSON_DEPTH,
+        max_json_containers=s.MAX_JSON_CONTAINERS,
         server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
         keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
         process_heartbeat_interval=s.PROCESS_HEARTBEAT_INTERVAL,

@@ -38,9 +38,10 @@ def ping(request_id: object = 1, **params: object) -> dict:
     return {"jsonrpc": "2.0", "id": request_id, "method": "ping", "params": params}
 
 
-def refusal(text: str | bytes, max_depth: int = jsonrpc.MAX_JSON_DEPTH) -> dict:
+def refusal(text: str | bytes, max_depth: int = jsonrpc.MAX_JSON_DEPTH,
+            max_containers: int = jsonrpc.MAX_JSON_CONTAINERS) -> dict:
     with pytest.raises(jsonrpc.DecodeError) as refused:
-        jsonrpc.decode(text, max_depth)
+        jsonrpc.decode(text, max_depth, max_containers)
     answer = refused.value.response()
     check_server_message(answer, "2025-11-25")
     return answer
@@ -80,7 +81,19 @@ def test_brackets_in_strings_and_many_siblings_are_not_depth():
 @pytest.mark.feature("CORE-02")
 def test_input_too_deep_for_the_decoder_is_a_parse_error_not_a_recursion_error():
     for text in ("[" * 200_000, nested(100_000), '{"a":' * 100_000):
-        assert refusal(text, 100_000)["error"]["code"] == PARSE_ERROR
+        assert refusal(text, 100_000, 10**9)["error"]["code"] == PARSE_ERROR
+
+
+@pytest.mark.feature("CORE-02")
+def test_too_many_containers_are_refused_before_decoding():
+    limit = 1000
+    assert len(jsonrpc.decode("[" + ",".join(["[]"] * (limit - 1)) + "]", 64, limit)) == limit - 1
+    for text in ("[" + ",".join(["[]"] * limit) + "]", "[" + ",".join(['{"a":1}'] * limit) + "]",
+                 "[" * 4_000_000):
+        message = f"Parse error: more than {limit} objects and arrays in one message"
+        assert refusal(text, 64, limit)["error"] == {"code": PARSE_ERROR, "message": message}
+    # Brackets inside strings are not containers.
+    assert jsonrpc.decode(json.dumps({"x": "[]{}" * 10 * limit}), 64, limit)
 
 
 @pytest.mark.parametrize("escape", ["\\u0000", "\\ud800", "\\udfff", "\\uDBFFx", "a\\ud83d"])
@@ -126,6 +139,15 @@ async def test_max_json_depth_of_the_transport_is_honoured(limit):
     assert (status, answer["id"]) == (400, 2)
     assert answer["error"] == {"code": PARSE_ERROR,
                                "message": f"Parse error: JSON nested deeper than {limit} levels"}
+
+
+async def test_max_json_containers_of_the_transport_is_honoured():
+    few = json.dumps(ping(1, x=[[]] * 97)).encode()  # with the envelope, params and x: 100
+    answered = await post_stateless(few, max_json_containers=100)
+    assert answered == (200, {"jsonrpc": "2.0", "id": 1, "result": {}})
+    status, answer = await post_stateless(json.dumps(ping(2, x=[[]] * 98)).encode(), max_json_containers=100)
+    assert status == 400
+    assert answer["error"]["message"] == "Parse error: more than 100 objects and arrays in one message"
 
 
 @pytest.mark.feature("HTTP-07")

@@ -302,6 +302,7 @@ HTTP_SETTINGS = {
     "MAX_SESSIONS": ("max_sessions", 5),
     "MAX_REQUEST_BYTES": ("max_request_bytes", 1024),
     "MAX_JSON_DEPTH": ("max_json_depth", 8),
+    "MAX_JSON_CONTAINERS": ("max_json_containers", 500),
     "KEEPALIVE_INTERVAL": ("keepalive_interval", 5),
     "EVENT_RETENTION": ("event_retention", 120),
     "PROCESS_HEARTBEAT_INTERVAL": ("process_heartbeat_interval", 1.5),

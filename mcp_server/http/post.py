@@ -34,7 +34,7 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     check_content_type(request)
     check_post_accept(request, json_only=transport.enable_json_response or transport.stateless)
     body = await consumer.read_body(request)
-    incoming = _decode(body, transport.max_json_depth)
+    incoming = _decode(body, transport.max_json_depth, transport.max_json_containers)
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
@@ -48,9 +48,9 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
         await _in_session(consumer, request, incoming)
 
 
-def _decode(body: bytes, max_depth: int) -> jsonrpc.Incoming:
+def _decode(body: bytes, max_depth: int, max_containers: int) -> jsonrpc.Incoming:
     try:
-        payload = jsonrpc.decode(body, max_depth)
+        payload = jsonrpc.decode(body, max_depth, max_containers)
     except jsonrpc.DecodeError as refused:
         raise HTTPError(400, refused.message, code=refused.code, request_id=refused.request_id) from None
     if isinstance(payload, list):

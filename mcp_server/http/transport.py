@@ -44,7 +44,8 @@ class StreamableHTTPTransport:
     ``allowed_hosts`` (default: Django's ``ALLOWED_HOSTS``), ``allowed_origins``,
     ``dns_rebinding_protection``, ``session_idle_timeout`` (seconds, None: never),
     ``max_sessions`` (None: unlimited), ``session_request_validator(request, session_id)``,
-    ``max_request_bytes``, ``max_json_depth``, ``server_to_client_request_timeout``.
+    ``max_request_bytes``, ``max_json_depth``, ``max_json_containers``,
+    ``server_to_client_request_timeout``.
     ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
     (streams, requests, waits for answers) is let go once it missed them (see :mod:`.liveness`).
     """
@@ -63,6 +64,7 @@ class StreamableHTTPTransport:
         session_request_validator: Callable[..., Any] | None = None,
         max_request_bytes: int = 4 * MIB,
         max_json_depth: int = 64,
+        max_json_containers: int = 100_000,
         server_to_client_request_timeout: float | None = 600,
         keepalive_interval: float = 30,
         event_retention: float = 3600,
@@ -70,7 +72,8 @@ class StreamableHTTPTransport:
         event_store: EventStore | None = None,
         shared_state: SharedState | None = None,
     ):
-        for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth)):
+        for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
+                            ("max_json_containers", max_json_containers)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         heartbeat = process_heartbeat_interval
@@ -88,6 +91,7 @@ class StreamableHTTPTransport:
         self.session_request_validator = session_request_validator
         self.max_request_bytes = max_request_bytes
         self.max_json_depth = max_json_depth
+        self.max_json_containers = max_json_containers
         self.server_to_client_request_timeout = server_to_client_request_timeout
         self.keepalive_interval = keepalive_interval
         self.event_retention = event_retention

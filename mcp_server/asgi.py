@@ -100,3 +100,66 @@ def skip_daphne_form_parsing() -> None:
             super().__init__(*args, **kwargs)
 
     module.WebRequest = WebRequest
+
+
+# The key of an ``http.response.start`` message that asks daphne to cut the response off once this
+# many bytes wait to be sent (SSEResponse sets it; other ASGI servers ignore it).
+MAX_BUFFERED_BYTES_KEY = "mcp.max_buffered_bytes"
+
+
+def cut_off_slow_daphne_readers() -> None:
+    """Under daphne, end a response whose client stops reading once its send buffer is full.
+
+    Daphne's ``send()`` never waits: Twisted keeps whatever the application writes in memory until
+    the client reads it, so an SSE stream to a client that stopped reading grows without bound.
+    A response started with :data:`MAX_BUFFERED_BYTES_KEY` registers itself as a producer of its
+    connection: Twisted pauses it when the socket's buffer fills; the bytes written while paused
+    are counted, and past the limit the connection is aborted (what was sent is stored; the client
+    resumes with Last-Event-ID). Call it from the project's ASGI module; it does nothing when
+    daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_cuts_off_slow_readers", False):
+        return
+
+    class WebRequest(module.WebRequest):
+        _mcp_cuts_off_slow_readers = True
+        _buffer_limit: int | None = None
+        _paused = False
+        _written_while_paused = 0
+
+        def handle_reply(self, message: dict) -> None:
+            kind = message.get("type")
+            if kind == "http.response.start" and message.get(MAX_BUFFERED_BYTES_KEY) and \
+                    not self.finished and self.channel is not None:
+                self._buffer_limit = int(message[MAX_BUFFERED_BYTES_KEY])
+                self.registerProducer(self, True)
+            elif kind == "http.response.body" and self._buffer_limit is not None and \
+                    not self.finished and self.channel is not None:
+                if self._paused:
+                    self._written_while_paused += len(message.get("body", b""))
+                    if self._written_while_paused > self._buffer_limit:
+                        self._cut_off()
+                        return
+                if not message.get("more_body", False):
+                    self._buffer_limit = None
+                    self.unregisterProducer()
+            super().handle_reply(message)
+
+        def _cut_off(self) -> None:
+            self._buffer_limit = None
+            self.unregisterProducer()
+            self.channel.transport.abortConnection()
+
+        # IPushProducer: Twisted calls these as the connection's send buffer fills and drains.
+        def pauseProducing(self) -> None:
+            self._paused = True
+
+        def resumeProducing(self) -> None:
+            self._paused = False
+            self._written_while_paused = 0
+
+        def stopProducing(self) -> None:
+            self._buffer_limit = None
+
+    module.WebRequest = WebRequest

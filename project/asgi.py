@@ -15,9 +15,15 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from mcp_server.asgi import session_auth, skip_daphne_form_parsing, streamable_http_app  # noqa: E402
+from mcp_server.asgi import (  # noqa: E402
+    cut_off_slow_daphne_readers,
+    session_auth,
+    skip_daphne_form_parsing,
+    streamable_http_app,
+)
 
 skip_daphne_form_parsing()
+cut_off_slow_daphne_readers()
 
 application = ProtocolTypeRouter({
     "http": URLRouter([

@@ -8,6 +8,8 @@ from typing import Any
 
 from mcp_protocol import sse
 
+from ..asgi import MAX_BUFFERED_BYTES_KEY
+
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -22,12 +24,22 @@ HOLD_SECONDS = 0.1
 
 
 class SSEResponse:
-    """Writes events one at a time; after the client is gone every write returns False."""
+    """Writes events one at a time; after the client is gone every write returns False.
+
+    ``max_buffered_bytes``: under daphne, the response is cut off once this many bytes wait for a
+    client that stopped reading (see :func:`mcp_server.asgi.cut_off_slow_daphne_readers`); the
+    events are stored, so the client resumes with Last-Event-ID. None: no limit.
+    """
 
     def __init__(self, send: Callable[[dict], Awaitable[Any]],
-                 headers: list[tuple[bytes, bytes]] | None = None):
+                 headers: list[tuple[bytes, bytes]] | None = None, *,
+                 max_buffered_bytes: int | None = None):
         self._send = send
         self._headers = SSE_HEADERS + list(headers or [])
+        self._start: dict[str, Any] = {"type": "http.response.start", "status": 200,
+                                       "headers": self._headers}
+        if max_buffered_bytes is not None:
+            self._start[MAX_BUFFERED_BYTES_KEY] = max_buffered_bytes
         self._lock = asyncio.Lock()
         self.started = False
         self.closed = False
@@ -65,8 +77,7 @@ class SSEResponse:
             try:
                 if not self.started:
                     self.started = True
-                    await self._send({"type": "http.response.start", "status": 200,
-                                      "headers": self._headers})
+                    await self._send(self._start)
                 await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
             except Exception:  # the connection is gone
                 self.closed = True

@@ -21,6 +21,7 @@ from django.conf import settings
 from mcp_protocol import methods
 
 from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore
+from .limits import StreamSlots, check_limits
 from .runtime import RUNTIME_GROUP, Runtime
 from .session import request_key
 from .session_store import SessionStore
@@ -42,7 +43,9 @@ class StreamableHTTPTransport:
     ``allowed_hosts`` (default: Django's ``ALLOWED_HOSTS``), ``allowed_origins``,
     ``dns_rebinding_protection``, ``session_idle_timeout`` (seconds, None: never),
     ``max_sessions`` (None: unlimited), ``session_request_validator(request, session_id)``,
-    ``max_request_bytes``, ``max_json_depth``, ``server_to_client_request_timeout``.
+    ``max_request_bytes``, ``max_json_depth``, ``server_to_client_request_timeout``; the fair-share
+    limits ``max_sessions_per_principal``, ``max_streams_per_session``,
+    ``max_subscriptions_per_session`` and ``max_sse_buffer_bytes`` (each None: unlimited).
     """
 
     def __init__(
@@ -64,10 +67,18 @@ class StreamableHTTPTransport:
         event_retention: float = 3600,
         event_store: EventStore | None = None,
         shared_state: SharedState | None = None,
+        max_sessions_per_principal: int | None = 100,
+        max_streams_per_session: int | None = 10,
+        max_subscriptions_per_session: int | None = 1000,
+        max_sse_buffer_bytes: int | None = 4 * MIB,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        check_limits(max_sessions_per_principal=max_sessions_per_principal,
+                     max_streams_per_session=max_streams_per_session,
+                     max_subscriptions_per_session=max_subscriptions_per_session,
+                     max_sse_buffer_bytes=max_sse_buffer_bytes)
         self.server = server
         self.stateless = stateless
         self.enable_json_response = enable_json_response
@@ -85,7 +96,12 @@ class StreamableHTTPTransport:
         self.state = shared_state or LocalState()
         self.events = event_store or DatabaseEventStore()
         self.sessions = SessionStore(self.state, session_idle_timeout)
-        self.subscriptions = SubscriptionStore()
+        self.max_sessions_per_principal = max_sessions_per_principal
+        self.max_streams_per_session = max_streams_per_session
+        self.max_subscriptions_per_session = max_subscriptions_per_session
+        self.max_sse_buffer_bytes = max_sse_buffer_bytes
+        self.subscriptions = SubscriptionStore(max_subscriptions_per_session)
+        self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
         self._background: set[asyncio.Task] = set()
         self._publish_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (

@@ -284,7 +284,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_resumes_the_rest(django_db_b
         client = logging_client(server.url)
         rss_before = _rss_kib(server.process.pid)
         count, size = 300, 100_000  # 30 MB of events, many times the buffer
-        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        message = {"jsonrpc": "2.0", "id": "flood", "method": "tools/call",
                    "params": {"name": "flood", "arguments": {"count": count, "size": size}}}
         check_client_message(message, client.revision)
         body = json.dumps(message)
@@ -304,18 +304,23 @@ def test_a_client_that_stops_reading_is_cut_off_and_resumes_the_rest(django_db_b
             return any(mask & (select.POLLERR | select.POLLHUP) for _fd, mask in poller.poll(0))
 
         wait_until(cut_off, timeout=120, interval=0.2)
+        with pytest.raises(ConnectionResetError):  # aborted, not a response that ended
+            while sock.recv(1 << 16):
+                pass
         sock.close()
         # The tool went on; everything it logged was stored and replays to a resuming client.
-        wait_until(lambda: StreamEvent.objects.filter(session_id=client.session_id,
-                                                      message__id=1).exists(), timeout=120, interval=0.2)
-        events = stream_ended(client.listen(last_event_id=f"{post_stream(1)}/0"), timeout=120)
+        answered = StreamEvent.objects.filter(session_id=client.session_id, message__id="flood")
+        wait_until(answered.exists, timeout=120, interval=0.2)
+        resumed = client.listen(last_event_id=f"{post_stream('flood')}/0")
+        assert resumed.status == 200, client.get({"last-event-id": f"{post_stream('flood')}/0"}).text
+        events = stream_ended(resumed, timeout=120)
         logged = [event.message["params"]["data"]["index"] for event in events
                   if event.message and event.message.get("method") == "notifications/message"]
         assert logged == list(range(count))
         assert events[-1].message["result"]["content"][0]["text"] == f"flooded {count}"
-        # The process held no more than the buffer (and the socket's) for the client that did not
-        # read, far from the 30 MB it was sent.
-        assert max(peak) - rss_before < 12 * 1024, (rss_before, max(peak))
+        # The process held about the buffer for the client that did not read, far from the 30 MB
+        # it was sent (without the limit, its RSS grows by about 90 MB here).
+        assert max(peak) - rss_before < 20 * 1024, (rss_before, max(peak))
 
 
 def _rss_kib(pid: int) -> int:

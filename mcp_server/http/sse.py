@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp_protocol import sse
 
-from ..asgi import MAX_BUFFERED_BYTES_KEY
+from ..asgi import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, SendWindow
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -26,9 +26,10 @@ HOLD_SECONDS = 0.1
 class SSEResponse:
     """Writes events one at a time; after the client is gone every write returns False.
 
-    ``max_buffered_bytes``: under daphne, the response is cut off once this many bytes wait for a
-    client that stopped reading (see :func:`mcp_server.asgi.cut_off_slow_daphne_readers`); the
-    events are stored, so the client resumes with Last-Event-ID. None: no limit.
+    ``max_buffered_bytes``: under daphne, once this many bytes wait for the client, writing waits
+    for it to read, and a client that reads nothing for a while is cut off (see
+    :class:`mcp_server.asgi.SendWindow`); the events are stored, so the client resumes with
+    Last-Event-ID. None: no limit.
     """
 
     def __init__(self, send: Callable[[dict], Awaitable[Any]],
@@ -38,8 +39,11 @@ class SSEResponse:
         self._headers = SSE_HEADERS + list(headers or [])
         self._start: dict[str, Any] = {"type": "http.response.start", "status": 200,
                                        "headers": self._headers}
+        self._window: SendWindow | None = None
         if max_buffered_bytes is not None:
+            self._window = SendWindow()
             self._start[MAX_BUFFERED_BYTES_KEY] = max_buffered_bytes
+            self._start[SEND_WINDOW_KEY] = self._window
         self._lock = asyncio.Lock()
         self.started = False
         self.closed = False
@@ -74,6 +78,9 @@ class SSEResponse:
                     self._flush = None
             elif not chunk and more:
                 return True  # nothing to write
+            if self._window is not None and not await self._window.wait():
+                self.closed = True  # the client read nothing for too long: it was cut off
+                return False
             try:
                 if not self.started:
                     self.started = True
@@ -101,6 +108,8 @@ class SSEResponse:
 
     def disconnected(self) -> None:
         self.closed = True
+        if self._window is not None:
+            self._window.detach()  # a write waiting for the client stops waiting
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None

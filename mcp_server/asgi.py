@@ -129,9 +129,13 @@ class SendWindow:
         self._open = asyncio.Event()
         self._open.set()
         self._cut: Callable[[], None] | None = None
+        # Whether the server took the window (daphne with cut_off_slow_daphne_readers); under any
+        # other server, send() itself waits for the client, and the writer bounds each wait.
+        self.honoured = False
 
     def attach(self, cut: Callable[[], None]) -> None:
         self._cut = cut
+        self.honoured = True
 
     def close(self) -> None:
         self._open.clear()

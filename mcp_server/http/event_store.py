@@ -112,27 +112,23 @@ class DatabaseEventStore:
 
     def _append(self, session_id: str | None, stream: str, message: dict, level: str) -> int | None:
         from django.db import transaction
-        from django.db.models import F
 
-        from ..models import Session, StreamEvent
+        from ..models import StreamEvent
 
         size = len(jsonrpc.encode(message).encode("utf-8", "surrogatepass"))
         if session_id is None:
             return StreamEvent.objects.create(stream=stream, message=message, level=level, size=size).pk
         with transaction.atomic(using=StreamEvent.objects.db):
             # The row lock taken here orders this event against a delete of the session.
-            if not Session.objects.filter(pk=session_id).update(
-                    stored_events=F("stored_events") + 1, stored_bytes=F("stored_bytes") + size):
+            totals = _count_event(session_id, size)
+            if totals is None:
                 # The session was deleted (DELETE, expiry) while one of its requests still ran in
                 # some process: nobody will read this event, and that is not a failure.
                 return None
             sequence = StreamEvent.objects.create(
                 session_id=session_id, stream=stream, message=message, level=level, size=size).pk
-            if self.max_events is not None or self.max_bytes is not None:
-                count, total = Session.objects.filter(pk=session_id).values_list(
-                    "stored_events", "stored_bytes").get()
-                if self._over(count, total, 1.0):
-                    self._drop_oldest(session_id)
+            if self._over(*totals, 1.0):
+                self._drop_oldest(session_id)
         return sequence
 
     def _over(self, count: int, total: int, share: float) -> bool:
@@ -191,6 +187,32 @@ class DatabaseEventStore:
 
     async def forget(self, session_id: str) -> None:
         """Nothing to do: a session's rows go with it (on delete cascade)."""
+
+
+def _count_event(session_id: str, size: int) -> tuple[int, int] | None:
+    """Add one event of ``size`` bytes to the session's counts: the new ``(count, bytes)``, or None
+    when the session is gone. One statement where the database can return what it updated."""
+    from django.db import connections, router
+    from django.db.models import F
+
+    from ..models import Session
+
+    using = router.db_for_write(Session)
+    connection = connections[using]
+    if connection.vendor in ("postgresql", "sqlite"):
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {quote(Session._meta.db_table)} SET {quote('stored_events')} = "
+                f"{quote('stored_events')} + 1, {quote('stored_bytes')} = {quote('stored_bytes')} + %s "
+                f"WHERE {quote('id')} = %s RETURNING {quote('stored_events')}, {quote('stored_bytes')}",
+                [size, session_id])
+            row = cursor.fetchone()
+        return None if row is None else (row[0], row[1])
+    rows = Session.objects.using(using).filter(pk=session_id)
+    if not rows.update(stored_events=F("stored_events") + 1, stored_bytes=F("stored_bytes") + size):
+        return None
+    return rows.values_list("stored_events", "stored_bytes").get()
 
 
 # What a drop leaves of the limits: the next drop is many events away.

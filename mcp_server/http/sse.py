@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp_protocol import sse
 
-from ..asgi import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, SendWindow
+from ..asgi import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, STALL_SECONDS, SendWindow
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -85,8 +85,14 @@ class SSEResponse:
                 if not self.started:
                     self.started = True
                     await self._send(self._start)
-                await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
-            except Exception:  # the connection is gone
+                body = {"type": "http.response.body", "body": chunk, "more_body": more}
+                if self._window is None or self._window.honoured:
+                    await self._send(body)
+                else:
+                    # A server whose send() waits for the client (uvicorn): a client that reads
+                    # nothing for STALL_SECONDS is given up on, as under daphne.
+                    await asyncio.wait_for(self._send(body), STALL_SECONDS)
+            except Exception:  # the connection is gone, or the client stalled
                 self.closed = True
                 return False
             if not more:

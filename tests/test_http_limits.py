@@ -71,6 +71,7 @@ def test_sessions_per_principal_are_limited_and_one_ended_frees_a_place(limited)
     second.initialize()
     refused = Client(limited.url).post_json(INITIALIZE)
     assert_too_many(refused, "2 sessions are open for this client")
+    assert refused.json()["id"] == INITIALIZE["id"]
     assert "mcp-session-id" not in refused.headers
     # Another principal (a logged-in user, from the same address) is counted apart.
     login = log_in("limits-user")
@@ -83,13 +84,33 @@ def test_sessions_per_principal_are_limited_and_one_ended_frees_a_place(limited)
     Client(limited.url).initialize()
 
 
-def test_sessions_per_principal_are_counted_across_processes():
+def test_sessions_and_streams_are_counted_across_processes():
     require_services()
-    with cluster(2, redis_db=12, mcp_settings={"MAX_SESSIONS_PER_PRINCIPAL": 2}) as (one, other):
-        Client(one.url).initialize()
+    settings = {"MAX_SESSIONS_PER_PRINCIPAL": 2, "MAX_STREAMS_PER_SESSION": 1}
+    with cluster(2, redis_db=12, mcp_settings=settings) as (one, other):
+        first = Client(one.url)
+        first.initialize()
         Client(other.url).initialize()
         for server in (one, other):
             assert_too_many(Client(server.url).post_json(INITIALIZE), "sessions are open")
+        # The session's one stream is open on one process: the other refuses a second.
+        listening = first.listen(url=one.url)
+        assert listening.status == 200
+        twin = Client(other.url)
+        twin.session_id = first.session_id
+        assert_too_many(twin.get({"last-event-id": f"{post_stream(5)}/0"}), "1 streams open")
+
+
+def test_limits_must_be_positive_integers_or_none():
+    from mcp_server import Server
+    from mcp_server.http import StreamableHTTPTransport
+
+    for name in ("max_sessions_per_principal", "max_streams_per_session",
+                 "max_subscriptions_per_session", "max_sse_buffer_bytes"):
+        for bad in (0, -1, 2.5, True, "10"):
+            with pytest.raises(ValueError, match=f"{name} must be a positive integer or None"):
+                StreamableHTTPTransport(Server("limits"), **{name: bad})
+        assert getattr(StreamableHTTPTransport(Server("limits"), **{name: None}), name) is None
 
 
 # Listening streams per session -----------------------------------------------------------------

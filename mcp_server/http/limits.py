@@ -75,28 +75,31 @@ def check_limits(**limits: int | None) -> None:
             raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
 
 
-async def check_principal(transport: StreamableHTTPTransport, principal: str) -> None:
+async def check_principal(transport: StreamableHTTPTransport, principal: str, request_id: object) -> None:
     """Refuse a new session to a principal that holds the most allowed (expired ones go first)."""
     limit = transport.max_sessions_per_principal
     if limit is None or await _sessions_of(principal) < limit:
         return
     await transport.reap()
     if await _sessions_of(principal) >= limit:
-        raise _too_many_sessions(transport)
+        raise _too_many_sessions(transport, request_id)
 
 
-async def recheck_principal(transport: StreamableHTTPTransport, principal: str, session_id: str) -> None:
+async def recheck_principal(transport: StreamableHTTPTransport, principal: str, session_id: str,
+                            request_id: object) -> None:
     """After the session was created: if other processes created some for the same principal
     meanwhile and it is now past the limit, this one is removed and refused."""
     limit = transport.max_sessions_per_principal
     if limit is not None and await _sessions_of(principal) > limit:
         await transport.sessions.delete(session_id)
-        raise _too_many_sessions(transport)
+        raise _too_many_sessions(transport, request_id)
 
 
-def _too_many_sessions(transport: StreamableHTTPTransport) -> HTTPError:
-    return too_many(f"{transport.max_sessions_per_principal} sessions are open for this client, the "
-                    "most allowed; end one (DELETE) or let one expire", transport.reap_interval)
+def _too_many_sessions(transport: StreamableHTTPTransport, request_id: object) -> HTTPError:
+    error = too_many(f"{transport.max_sessions_per_principal} sessions are open for this client, the "
+                     "most allowed; end one (DELETE) or let one expire", transport.reap_interval)
+    error.request_id = request_id
+    return error
 
 
 async def _sessions_of(principal: str) -> int:

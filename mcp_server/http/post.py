@@ -82,7 +82,7 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         raise HTTPError(400, "Invalid Request: Server already initialized", request_id=incoming.id)
     await _check_capacity(transport)
     principal = principal_of(request)
-    await check_principal(transport, principal)
+    await check_principal(transport, principal, incoming.id)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
     answer = await transport.server.handle_async(incoming.message, session)
     if answer is None or "error" in answer:
@@ -96,9 +96,8 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         origin=request.header("origin") or "", principal=principal,
     )
     await transport.sessions.create(record)
-    await recheck_principal(transport, principal, record.id)
+    await recheck_principal(transport, principal, record.id, incoming.id)
     await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
-
 
 
 async def _check_capacity(transport: Any) -> None:

@@ -263,6 +263,19 @@ async def test_the_redis_store_drops_the_oldest_events_and_refuses_a_resume_befo
         redis.delete(*redis.keys(f"{prefix}*"))
 
 
+async def test_the_redis_store_counts_the_events_of_a_session_known_only_to_the_database():
+    store, prefix = _redis_store(max_events=2)
+    # No shared-state entry (it expired): the session's row says it exists.
+    session = await Session.objects.acreate(id=uuid.uuid4().hex, protocol_version="2025-11-25",
+                                            last_activity=_now())
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "x"}}
+    sequences = [await store.append(session.pk, "get", message) for _ in range(3)]
+    assert [seq for seq, _m, _l in await store.replay(session.pk, "get", sequences[0])] == sequences[1:]
+    with redis_client(11) as redis:
+        assert redis.zcard(f"{prefix}events:{session.pk}:index") == 2
+        redis.delete(*redis.keys(f"{prefix}*"))
+
+
 @pytest.fixture
 def own_redis(tmp_path: Path):
     """A Redis of this test alone, which it may flush."""

@@ -237,7 +237,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[6], '
 local sequence = string.format('%.0f', redis.call('INCR', KEYS[1]))
 redis.call('ZADD', KEYS[2], sequence, sequence .. ' ' .. ARGV[4] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-if KEYS[5] == '' then return tonumber(sequence) end
+if KEYS[3] == '' then return tonumber(sequence) end  -- a broadcast
 local size = string.len(ARGV[3])
 redis.call('ZADD', KEYS[3], sequence, sequence .. ' ' .. size .. ' ' .. ARGV[1])
 local bytes = redis.call('INCRBY', KEYS[4], size)

@@ -101,6 +101,23 @@ def test_sessions_and_streams_are_counted_across_processes():
         assert_too_many(twin.get({"last-event-id": f"{post_stream(5)}/0"}), "1 streams open")
 
 
+def test_the_stream_place_of_a_process_that_died_is_free_again():
+    require_services()
+    settings = {"MAX_STREAMS_PER_SESSION": 1, "KEEPALIVE_INTERVAL": 1}
+    with cluster(2, redis_db=12, mcp_settings=settings) as (doomed, survivor):
+        client = Client(survivor.url)
+        client.initialize()
+        assert client.listen(url=doomed.url).status == 200
+        twin = Client(survivor.url)
+        twin.session_id = client.session_id
+        resume = {"last-event-id": f"{post_stream(5)}/0"}
+        assert_too_many(twin.get(resume), "1 streams open")
+        doomed.kill()
+        # Its stream's place lapses with the claim (two keepalive intervals and 5 s), not later.
+        wait_until(lambda: twin.listen(last_event_id=resume["last-event-id"]).status == 200,
+                   timeout=60, interval=0.5)
+
+
 def test_limits_must_be_positive_integers_or_none():
     from mcp_server import Server
     from mcp_server.http import StreamableHTTPTransport

@@ -233,6 +233,20 @@ def test_a_long_request_id_is_stored_once_not_with_every_event(limited):
                                          separators=(",", ":")).encode())
 
 
+def test_a_long_progress_token_is_refused_as_it_would_be_copied_into_every_progress(limited):
+    client = Client(limited.url)
+    client.initialize()
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"message": "hi"}, "_meta": {"progressToken": "p" * 257}}}
+    refused = client.post_json(call)
+    assert refused.status_code == 400
+    assert refused.json()["id"] == 7
+    assert error_of(refused) == {"code": -32600, "message": "Invalid Request: _meta.progressToken is "
+                                 "longer than 256 characters"}
+    call["params"]["_meta"]["progressToken"] = "p" * 256
+    assert client.request("tools/call", call["params"]).response["result"]["content"][0]["text"] == "hi"
+
+
 def test_stream_names_are_short_and_keep_ids_apart():
     assert post_stream(5) != post_stream("5")
     assert post_stream("a" * 65) != post_stream("a" * 66)

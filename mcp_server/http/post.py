@@ -18,7 +18,7 @@ from .checks import (
 )
 from .errors import HTTPError
 from .event_store import event_id, post_stream
-from .limits import check_principal, principal_of, recheck_principal
+from .limits import check_principal, check_progress_token, principal_of, recheck_principal
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
 from .sse import SSEResponse
@@ -140,6 +140,7 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
 async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
                    incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
+    check_progress_token(incoming.params, incoming.id)
     if not await transport.claim_request(record.id, incoming.id):
         raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
                         request_id=incoming.id)

@@ -401,3 +401,18 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
+
+
+async def test_a_listening_stream_that_cannot_keep_up_ends_rather_than_skip_events():
+    from mcp_server.http.listen import MAX_QUEUED_EVENTS, ListenStream
+
+    stream = ListenStream(None, "s1", "get", sse=None, token="t")
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": 1}}
+    for sequence in range(MAX_QUEUED_EVENTS):
+        stream.push(sequence, message)
+    assert not stream.overflowed
+    stream.push(MAX_QUEUED_EVENTS, message)  # one too many: the stream ends here (None)...
+    stream.push(MAX_QUEUED_EVENTS + 1, message)  # ...and takes nothing more
+    assert stream.overflowed and stream._queue.qsize() == MAX_QUEUED_EVENTS + 1
+    items = [stream._queue.get_nowait() for _ in range(MAX_QUEUED_EVENTS + 1)]
+    assert items[-1] is None and [item[0] for item in items[:-1]] == list(range(MAX_QUEUED_EVENTS))

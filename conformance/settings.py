@@ -71,6 +71,7 @@ MCP_SERVER = {
     },
     # The suite runs scenarios one after another, each with a new session.
     "MAX_SESSIONS": None,
+    "MAX_SESSIONS_PER_PRINCIPAL": None,  # every scenario connects from 127.0.0.1
     "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 60,
 }
 

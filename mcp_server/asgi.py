@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import io
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -193,5 +195,133 @@ def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = N
             channel.transport.loseWriteConnection()
             closer = reactor.callLater(REFUSED_BODY_LINGER_SECONDS, channel.transport.abortConnection)
             self.notifyFinish().addBoth(lambda _: closer.active() and closer.cancel())
+
+    module.WebRequest = WebRequest
+
+
+# Keys of an ``http.response.start`` message (SSEResponse sets them; other servers ignore them):
+# how many bytes may wait for the client before writing must wait too, and the SendWindow that
+# tells the writer so.
+MAX_BUFFERED_BYTES_KEY = "mcp.max_buffered_bytes"
+SEND_WINDOW_KEY = "mcp.send_window"
+# How long a write waits for a client whose buffer is full to read some of it before the client
+# is cut off.
+STALL_SECONDS = 10.0
+
+
+class SendWindow:
+    """Whether a response's connection can take more, shared by its writer and daphne's request.
+
+    Daphne's ``send()`` never waits: Twisted keeps whatever the application writes in memory until
+    the client reads it. The request (see :func:`cut_off_slow_daphne_readers`) closes the window
+    once more than the limit waits for the client and opens it when the client has read it; a
+    writer facing a closed window waits (as ``send()`` would under uvicorn), and a client that
+    reads nothing for :data:`STALL_SECONDS` is cut off. What was not sent is stored: the client
+    resumes with Last-Event-ID.
+    """
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self._cut: Callable[[], None] | None = None
+        # Whether the server took the window (daphne with cut_off_slow_daphne_readers); under any
+        # other server, send() itself waits for the client, and the writer bounds each wait.
+        self.honoured = False
+
+    def attach(self, cut: Callable[[], None]) -> None:
+        self._cut = cut
+        self.honoured = True
+
+    def close(self) -> None:
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def detach(self) -> None:
+        """The response ended (or the connection went): nothing to wait for any more."""
+        self._cut = None
+        self._open.set()
+
+    async def wait(self) -> bool:
+        """True when writing may go on; False when the client was cut off."""
+        if self._open.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self._open.wait(), STALL_SECONDS)
+            return True
+        except TimeoutError:
+            cut, self._cut = self._cut, None
+            if cut is not None:
+                cut()
+            return False
+
+
+def cut_off_slow_daphne_readers() -> None:
+    """Under daphne, apply :class:`SendWindow` to the responses that carry one.
+
+    Such a response registers itself as a producer of its connection: Twisted pauses it when the
+    socket's buffer fills and resumes it when the client has read it. The bytes written while
+    paused are counted; past the response's limit its window closes until the next resume. Call
+    it from the project's ASGI module; it does nothing when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_cuts_off_slow_readers", False):
+        return
+
+    class WebRequest(module.WebRequest):
+        _mcp_cuts_off_slow_readers = True
+        _window: SendWindow | None = None
+        _buffer_limit = 0
+        _paused = False
+        _written_while_paused = 0
+
+        def handle_reply(self, message: dict) -> None:
+            kind = message.get("type")
+            window = message.get(SEND_WINDOW_KEY) if kind == "http.response.start" else None
+            if window is not None and not self.finished and self.channel is not None:
+                self._window, self._buffer_limit = window, int(message.get(MAX_BUFFERED_BYTES_KEY, 0))
+                window.attach(self._cut_off)
+                self.registerProducer(self, True)
+            elif kind == "http.response.body" and self._window is not None:
+                if self._paused:
+                    self._written_while_paused += len(message.get("body", b""))
+                    if self._written_while_paused > self._buffer_limit:
+                        self._window.close()
+                if not message.get("more_body", False):
+                    self._release()
+            super().handle_reply(message)
+
+        def _release(self) -> None:
+            if self._window is not None:
+                self._window.detach()
+                self._window = None
+                if self.producer is not None:
+                    self.unregisterProducer()
+
+        def _cut_off(self) -> None:
+            self._release()
+            if self.channel is not None and self.channel.transport is not None:
+                self.channel.transport.abortConnection()
+
+        def connectionLost(self, reason: Any) -> None:
+            if self._window is not None:
+                self._window.detach()
+                self._window = None
+            super().connectionLost(reason)
+
+        # IPushProducer: Twisted calls these as the connection's send buffer fills and drains.
+        def pauseProducing(self) -> None:
+            self._paused = True
+
+        def resumeProducing(self) -> None:
+            self._paused = False
+            self._written_while_paused = 0
+            if self._window is not None:
+                self._window.open()
+
+        def stopProducing(self) -> None:
+            if self._window is not None:
+                self._window.detach()
 
     module.WebRequest = WebRequest

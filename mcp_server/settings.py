@@ -74,6 +74,22 @@ DEFAULTS: dict[str, Any] = {
     # Seconds between each process's heartbeats in the shared state. A process that misses them
     # for 3 intervals is dead: its requests get an error and its streams can be reopened.
     "PROCESS_HEARTBEAT_INTERVAL": 5,
+
+    # Fair share: what one client may hold at once (None: no limit). Past a limit the client gets
+    # HTTP 429 with Retry-After (the README's "Limits" table).
+    # Sessions open at once per principal: the Django user, or the client address when anonymous.
+    "MAX_SESSIONS_PER_PRINCIPAL": 100,
+    # Listening streams open at once per session (its GET stream plus resumed POST streams).
+    "MAX_STREAMS_PER_SESSION": 10,
+    # Resources one session may be subscribed to; one more gets a JSON-RPC error.
+    "MAX_SUBSCRIPTIONS_PER_SESSION": 1000,
+    # Stored SSE events per session, in number and in bytes: past either, the oldest are dropped,
+    # and a resume from before what was kept gets HTTP 410.
+    "MAX_STORED_EVENTS_PER_SESSION": 1000,
+    "MAX_STORED_EVENT_BYTES_PER_SESSION": 16 * 1024 * 1024,
+    # Bytes an SSE response may have waiting for a client that stopped reading before it is cut
+    # off (under daphne; the client resumes with Last-Event-ID).
+    "MAX_SSE_BUFFER_BYTES": 4 * 1024 * 1024,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

@@ -73,7 +73,10 @@ def build_transport(server: Server) -> Any:
     s = mcp_settings
     # With Redis, SSE events are stored there too: a database row per event, written from a worker
     # thread, costs more than the rest of a call (docs/performance.md).
-    events = RedisEventStore(s.REDIS_URL, s.EVENT_RETENTION) if s.REDIS_URL else DatabaseEventStore()
+    limits = {"max_events": s.MAX_STORED_EVENTS_PER_SESSION,
+              "max_bytes": s.MAX_STORED_EVENT_BYTES_PER_SESSION}
+    events = RedisEventStore(s.REDIS_URL, s.EVENT_RETENTION, **limits) if s.REDIS_URL \
+        else DatabaseEventStore(**limits)
     return StreamableHTTPTransport(
         server, stateless=s.STATELESS, enable_json_response=s.ENABLE_JSON_RESPONSE,
         allowed_hosts=s.ALLOWED_HOSTS, allowed_origins=s.ALLOWED_ORIGINS,
@@ -86,6 +89,10 @@ def build_transport(server: Server) -> Any:
         keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
         process_heartbeat_interval=s.PROCESS_HEARTBEAT_INTERVAL,
         shared_state=RedisState(s.REDIS_URL) if s.REDIS_URL else LocalState(), event_store=events,
+        max_sessions_per_principal=s.MAX_SESSIONS_PER_PRINCIPAL,
+        max_streams_per_session=s.MAX_STREAMS_PER_SESSION,
+        max_subscriptions_per_session=s.MAX_SUBSCRIPTIONS_PER_SESSION,
+        max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES,
     )
 
 

@@ -16,6 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from mcp_server.asgi import (  # noqa: E402
+    cut_off_slow_daphne_readers,
     refuse_oversized_daphne_bodies,
     session_auth,
     skip_daphne_form_parsing,
@@ -25,6 +26,8 @@ from mcp_server.asgi import (  # noqa: E402
 skip_daphne_form_parsing()
 # A body past MAX_REQUEST_BYTES is refused while it arrives, not after daphne has held it all.
 refuse_oversized_daphne_bodies("/mcp")
+# A client that stops reading its stream is cut off once a bounded buffer is full (it resumes).
+cut_off_slow_daphne_readers()
 
 application = ProtocolTypeRouter({
     "http": URLRouter([

@@ -51,7 +51,8 @@ class DaphneServer:
     """``daphne project.asgi:application`` on 127.0.0.1, with test settings."""
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
-                 log_path: Path | None = None, application: str = "project.asgi:application"):
+                 log_path: Path | None = None, application: str = "project.asgi:application",
+                 server: str = "daphne"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path or Path(f"/tmp/mcp-daphne-{self.port}.log")
@@ -65,9 +66,10 @@ class DaphneServer:
             **(env or {}),
         }
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        # ``server="uvicorn"`` serves the same application with uvicorn (whose send() waits).
+        address = ["-b", "127.0.0.1", "-p"] if server == "daphne" else ["--host", "127.0.0.1", "--port"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-             application],
+            [sys.executable, "-m", server, *address, str(self.port), application],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         self._wait_until_listening()

@@ -306,6 +306,16 @@ HTTP_SETTINGS = {
     "KEEPALIVE_INTERVAL": ("keepalive_interval", 5),
     "EVENT_RETENTION": ("event_retention", 120),
     "PROCESS_HEARTBEAT_INTERVAL": ("process_heartbeat_interval", 1.5),
+
+    "MAX_SESSIONS_PER_PRINCIPAL": ("max_sessions_per_principal", 7),
+    "MAX_STREAMS_PER_SESSION": ("max_streams_per_session", 3),
+    "MAX_SUBSCRIPTIONS_PER_SESSION": ("max_subscriptions_per_session", 11),
+    "MAX_SSE_BUFFER_BYTES": ("max_sse_buffer_bytes", 65536),
+}
+# Settings of the event store: (attribute of transport.events, value).
+EVENT_STORE_SETTINGS = {
+    "MAX_STORED_EVENTS_PER_SESSION": ("max_events", 13),
+    "MAX_STORED_EVENT_BYTES_PER_SESSION": ("max_bytes", 4096),
 }
 
 
@@ -330,8 +340,25 @@ def test_http_settings_shape_the_default_transport(default_server_restored):
         assert transport.session_request_validator is allow_everything
         assert transport.server_to_client_request_timeout == 7
         assert isinstance(transport.state, RedisState)
+        assert transport.stream_slots.limit == 3 and transport.subscriptions.limit == 11
     assert isinstance(get_transport().state, LocalState if not settings.MCP_SERVER.get("REDIS_URL")
                       else RedisState)
+
+
+@pytest.mark.parametrize("redis_url", [None, "redis://127.0.0.1:6379/9"])
+def test_stored_event_limits_shape_the_event_store(default_server_restored, redis_url):
+    from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
+    from mcp_server.site import get_transport
+
+    values = {key: value for key, (_attribute, value) in EVENT_STORE_SETTINGS.items()}
+    with override_settings(MCP_SERVER=demo_with(**values, REDIS_URL=redis_url, AUTODISCOVER=False)):
+        events = get_transport().events
+        assert isinstance(events, RedisEventStore if redis_url else DatabaseEventStore)
+        for key, (attribute, value) in EVENT_STORE_SETTINGS.items():
+            assert getattr(events, attribute) == value, key
+    with override_settings(MCP_SERVER=demo_with(MAX_STORED_EVENTS_PER_SESSION=0, AUTODISCOVER=False)), \
+            pytest.raises(ValueError, match="max_events must be a positive integer or None, not 0"):
+        get_transport()
 
 
 def test_every_setting_is_covered_here():
@@ -340,7 +367,7 @@ def test_every_setting_is_covered_here():
                "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
-               "REDIS_URL"}
+               "REDIS_URL", *EVENT_STORE_SETTINGS}
     assert covered == set(DEFAULTS)
 
 

@@ -1,31 +1,61 @@
 """Where SSE events are written before they are sent, so a client can resume on any process.
 
-An event id on the wire is ``"<stream>/<sequence>"``: the stream (``get`` or ``post:<id>``)
+An event id on the wire is ``"<stream>/<sequence>"``: the stream (``get`` or ``post:<key>``)
 and a number that grows with every stored event; ``"<stream>/0"`` primes a stream.
+
+Each session keeps at most ``max_events`` events of at most ``max_bytes`` in all: past either,
+its oldest events are dropped, and a stream that lost events remembers the last one it lost, so
+a resume from before it is refused (:class:`EventsDropped`) instead of silently skipping them.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from django.db.models import Q
 from django.utils import timezone
 
+from mcp_protocol import jsonrpc
+
 from ..invoke import run_in_thread
+from .limits import check_limits
 from .redis_client import RedisClients, Script
 
 GET_STREAM = "get"
 BROADCAST_STREAM = "broadcast"
 
+# A string request id is named literally in its stream (and so in every event id of the stream)
+# only when it is short and plain; any other id is named by a digest, so that a long id is not
+# copied into each stored event, event id and key, and a name never holds a space or a slash.
+_LITERAL_ID = re.compile(r"[A-Za-z0-9._~-]{1,64}")
+
+
+@dataclass(frozen=True)
+class HashedRequestId:
+    """A request known by its stream's name alone: a long or unusual id is named by a digest
+    (see :func:`post_stream`), from which the id cannot be read back."""
+
+    stream: str
+
 
 def post_stream(request_id: object) -> str:
     """The stream name of a POST; ``i``/``s`` keep the id 5 apart from the id "5"."""
-    return f"post:{'i' if isinstance(request_id, int) else 's'}{request_id}"
+    if isinstance(request_id, HashedRequestId):
+        return request_id.stream
+    if isinstance(request_id, int) and not isinstance(request_id, bool) and abs(request_id) < 10**18:
+        return f"post:i{request_id}"
+    if isinstance(request_id, str) and _LITERAL_ID.fullmatch(request_id):
+        return f"post:s{request_id}"
+    kind = "i" if isinstance(request_id, int) else "s"
+    digest = hashlib.sha256(f"{kind}{request_id}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"post:h{digest}"
 
 
 def event_id(stream: str, sequence: int) -> str:
@@ -34,9 +64,20 @@ def event_id(stream: str, sequence: int) -> str:
 
 def parse_event_id(value: str) -> tuple[str, int] | None:
     stream, _, sequence = value.rpartition("/")
-    if not stream or not sequence.isdigit():
+    if not stream or not sequence.isdigit() or len(value) > 128:
         return None
     return stream, int(sequence)
+
+
+class EventsDropped(Exception):
+    """Events a resumed stream would replay were dropped to keep the session within its limits."""
+
+    def __init__(self, stream: str, after: int, dropped_through: int):
+        super().__init__(f"events of stream {stream!r} after {after} were dropped (through "
+                         f"{dropped_through}) to keep the session within its stored-event limits")
+        self.stream = stream
+        self.after = after
+        self.dropped_through = dropped_through
 
 
 class EventStore(Protocol):
@@ -48,6 +89,7 @@ class EventStore(Protocol):
         """The events of ``stream`` after ``after``: ``(sequence, message, level)`` in order.
 
         The ``get`` stream includes broadcast events (to every session) since the session began.
+        Raises :class:`EventsDropped` when some of them were dropped (the session's limits).
         """
 
     async def purge(self, older_than: datetime.timedelta) -> int: ...
@@ -58,40 +100,90 @@ class EventStore(Protocol):
 
 # A \u0000 escape in JSON text: after an even run of backslashes (an odd one escapes the last).
 _NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+# What a session may keep by default: its oldest events are dropped past either.
+MAX_EVENTS = 1000
+MAX_BYTES = 16 * 1024 * 1024
 
 
 class DatabaseEventStore:
-    """Events as rows of ``mcp_server.StreamEvent``."""
+    """Events as rows of ``mcp_server.StreamEvent``.
+
+    A session row counts its events and their bytes, updated with each event (the update also
+    tells whether the session still exists). Past a limit, the oldest events are dropped down to
+    :data:`LOW_WATER` of it, so the drop (a scan of the session's events) runs once every many
+    events rather than on each one.
+    """
+
+    def __init__(self, *, max_events: int | None = MAX_EVENTS, max_bytes: int | None = MAX_BYTES):
+        check_limits(max_events=max_events, max_bytes=max_bytes)
+        self.max_events = max_events
+        self.max_bytes = max_bytes
 
     async def append(self, session_id: str | None, stream: str, message: dict,
                      level: str = "") -> int | None:
         return await run_in_thread(self._append, session_id, stream, message, level)
 
-    @staticmethod
-    def _append(session_id: str | None, stream: str, message: dict, level: str) -> int | None:
-        from django.db import DataError, IntegrityError
+    def _append(self, session_id: str | None, stream: str, message: dict, level: str) -> int | None:
+        from django.db import DataError
 
-        from ..models import StreamEvent
-
+        size = len(jsonrpc.encode(message).encode("utf-8", "surrogatepass"))
         try:
-            return StreamEvent.objects.create(
-                session_id=session_id, stream=stream, message=message, level=level
-            ).pk
+            return self._insert(session_id, stream, message, level, size)
         except DataError:
-            from mcp_protocol import jsonrpc
-
             # PostgreSQL's jsonb takes no NUL and no lone surrogate, which a handler's result may
             # hold: the event is kept as the wire carries it, with U+FFFD for those.
             storable = json.loads(_NUL_ESCAPE.sub("\\1\ufffd", jsonrpc.encode(message)))
-            return StreamEvent.objects.create(
-                session_id=session_id, stream=stream, message=storable, level=level
-            ).pk
-        except IntegrityError:
-            if session_id is None:
-                raise
-            # The session was deleted (DELETE, expiry) while one of its requests still ran in
-            # some process: nobody will read this event, and that is not a failure.
-            return None
+            return self._insert(session_id, stream, storable, level, size)
+
+    def _insert(self, session_id: str | None, stream: str, message: dict, level: str,
+                size: int) -> int | None:
+        from django.db import transaction
+
+        from ..models import StreamEvent
+
+        if session_id is None:
+            return StreamEvent.objects.create(stream=stream, message=message, level=level, size=size).pk
+        with transaction.atomic(using=StreamEvent.objects.db):
+            # The row lock taken here orders this event against a delete of the session.
+            totals = _count_event(session_id, size)
+            if totals is None:
+                # The session was deleted (DELETE, expiry) while one of its requests still ran in
+                # some process: nobody will read this event, and that is not a failure.
+                return None
+            sequence = StreamEvent.objects.create(
+                session_id=session_id, stream=stream, message=message, level=level, size=size).pk
+            if self._over(*totals, 1.0):
+                self._drop_oldest(session_id)
+        return sequence
+
+    def _over(self, count: int, total: int, share: float) -> bool:
+        return (self.max_events is not None and count > self.max_events * share) or \
+            (self.max_bytes is not None and total > self.max_bytes * share)
+
+    def _drop_oldest(self, session_id: str) -> None:
+        """Drop the session's oldest events down to :data:`LOW_WATER` of the limits; the last
+        dropped event of each stream stays as a marker (no message) that a resume runs into."""
+        from django.db.models import Count, Sum
+
+        from ..models import Session, StreamEvent
+
+        kept = StreamEvent.objects.filter(session_id=session_id, dropped=False)
+        # Counted afresh: purge() removes old rows without touching the counts.
+        totals = kept.aggregate(count=Count("pk"), total=Sum("size"))
+        count, total = totals["count"], totals["total"] or 0
+        dropped: list[int] = []
+        markers: dict[str, int] = {}
+        for pk, stream, size in kept.order_by("pk").values_list("pk", "stream", "size").iterator():
+            if not self._over(count, total, LOW_WATER):
+                break
+            dropped.append(pk)
+            markers[stream] = pk
+            count, total = count - 1, total - size
+        if dropped:
+            StreamEvent.objects.filter(session_id=session_id, dropped=True, stream__in=list(markers)).delete()
+            StreamEvent.objects.filter(pk__in=set(dropped) - set(markers.values())).delete()
+            StreamEvent.objects.filter(pk__in=list(markers.values())).update(dropped=True, message={}, size=0)
+        Session.objects.filter(pk=session_id).update(stored_events=count, stored_bytes=total)
 
     async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
         return await run_in_thread(self._replay, session_id, stream, after)
@@ -105,7 +197,11 @@ class DatabaseEventStore:
             started = Session.objects.filter(pk=session_id).values_list("created_at", flat=True)
             mine |= Q(session__isnull=True, stream=BROADCAST_STREAM, created_at__gte=started[:1])
         rows = StreamEvent.objects.filter(mine, pk__gt=after).order_by("pk")
-        return list(rows.values_list("pk", "message", "level"))
+        found = list(rows.values_list("pk", "message", "level", "dropped"))
+        lost = [pk for pk, _message, _level, dropped in found if dropped]
+        if lost:
+            raise EventsDropped(stream, after, lost[-1])
+        return [(pk, message, level) for pk, message, level, _dropped in found]
 
     async def purge(self, older_than: datetime.timedelta) -> int:
         from ..models import StreamEvent
@@ -118,16 +214,76 @@ class DatabaseEventStore:
         """Nothing to do: a session's rows go with it (on delete cascade)."""
 
 
-# KEYS: the sequence counter, the events of the session (or the broadcasts), the session's shared
-# state entry ("" for a broadcast). ARGV: stream, level, message JSON, time (ms), retention (ms).
+def _count_event(session_id: str, size: int) -> tuple[int, int] | None:
+    """Add one event of ``size`` bytes to the session's counts: the new ``(count, bytes)``, or None
+    when the session is gone. One statement where the database can return what it updated."""
+    from django.db import connections, router
+    from django.db.models import F
+
+    from ..models import Session
+
+    using = router.db_for_write(Session)
+    connection = connections[using]
+    if connection.vendor in ("postgresql", "sqlite"):
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {quote(Session._meta.db_table)} SET {quote('stored_events')} = "
+                f"{quote('stored_events')} + 1, {quote('stored_bytes')} = {quote('stored_bytes')} + %s "
+                f"WHERE {quote('id')} = %s RETURNING {quote('stored_events')}, {quote('stored_bytes')}",
+                [size, session_id])
+            row = cursor.fetchone()
+        return None if row is None else (row[0], row[1])
+    rows = Session.objects.using(using).filter(pk=session_id)
+    if not rows.update(stored_events=F("stored_events") + 1, stored_bytes=F("stored_bytes") + size):
+        return None
+    return rows.values_list("stored_events", "stored_bytes").get()
+
+
+# What a drop leaves of the limits: the next drop is many events away.
+LOW_WATER = 0.9
+
+
+# KEYS: the sequence counter, the events of the stream (or the broadcasts), the session's index of
+# events, the session's byte count, its shared-state entry ("" for a broadcast).
+# ARGV: stream, level, message JSON, time (ms), retention (ms), the clock in microseconds (the
+# counter's start when missing), max events, max bytes (0: no limit), the prefix of stream keys.
 # Returns the new sequence number, or -1 when the session's entry is gone.
+#
+# The counter starts from the clock whenever it is missing (first use, or Redis lost its data): a
+# sequence then stays above every one handed out before, so a client resuming after an old id
+# never misses an event that reused a number. ('%.0f': Lua would write a large number as 1e+15.)
+# Each stream is a sorted set of its own (score: sequence), so a resume reads only its stream; the
+# index (members "<sequence> <bytes> <stream>") orders the session's events for dropping the
+# oldest, which leaves a "dropped" member in its stream, scored by the last sequence it lost.
 _APPEND = Script("""
-if KEYS[3] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then return -1 end
-local sequence = redis.call('INCR', KEYS[1])
-redis.call('ZADD', KEYS[2], sequence,
-           sequence .. ' ' .. ARGV[4] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+if KEYS[5] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[6], 'NX') end
+local sequence = string.format('%.0f', redis.call('INCR', KEYS[1]))
+redis.call('ZADD', KEYS[2], sequence, sequence .. ' ' .. ARGV[4] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return sequence
+if KEYS[3] == '' then return tonumber(sequence) end  -- a broadcast
+local size = string.len(ARGV[3])
+redis.call('ZADD', KEYS[3], sequence, sequence .. ' ' .. size .. ' ' .. ARGV[1])
+local bytes = redis.call('INCRBY', KEYS[4], size)
+local count = redis.call('ZCARD', KEYS[3])
+local max_events, max_bytes = tonumber(ARGV[7]), tonumber(ARGV[8])
+while (max_events > 0 and count > max_events) or (max_bytes > 0 and bytes > max_bytes) do
+  local oldest = redis.call('ZPOPMIN', KEYS[3])
+  if #oldest == 0 then break end
+  local first = string.find(oldest[1], ' ', 1, true)
+  local second = string.find(oldest[1], ' ', first + 1, true)
+  local dropped = string.sub(oldest[1], 1, first - 1)
+  local stream_key = ARGV[9] .. string.sub(oldest[1], second + 1)
+  redis.call('ZREMRANGEBYSCORE', stream_key, dropped, dropped)
+  redis.call('ZADD', stream_key, dropped, 'dropped')
+  redis.call('PEXPIRE', stream_key, ARGV[5])
+  bytes = redis.call('DECRBY', KEYS[4], tonumber(string.sub(oldest[1], first + 1, second - 1)))
+  count = count - 1
+end
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+redis.call('PEXPIRE', KEYS[4], ARGV[5])
+return tonumber(sequence)
 """)
 
 # KEYS: the broadcasts. ARGV: the cutoff time (ms). Broadcasts are kept in sequence order, which
@@ -146,35 +302,61 @@ end
 return removed
 """)
 
+# KEYS: the session's index, its byte count, its listening stream. ARGV: the prefix of stream keys.
+_FORGET = Script("""
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local first = string.find(member, ' ', 1, true)
+  local second = string.find(member, ' ', first + 1, true)
+  redis.call('DEL', ARGV[1] .. string.sub(member, second + 1))
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return 0
+""")
+
 
 class RedisEventStore:
     """Events in Redis, for deployments with ``REDIS_URL``: no database row and no worker thread
     per event, one round trip instead.
 
-    Each session's events are a sorted set (score: the sequence number, from one counter shared by
-    every process) that expires ``retention`` seconds after its last event, and is dropped when the
-    session ends; broadcasts are one more sorted set, purged by age. An event of a session whose
-    shared-state entry is gone is only stored when the session's row still exists.
+    Each stream of a session is a sorted set (score: the sequence number, from one counter shared
+    by every process) that expires ``retention`` seconds after its last event; a session's index
+    and byte count keep it within ``max_events`` and ``max_bytes``, and everything is dropped when
+    the session ends. Broadcasts are one more sorted set, purged by age. An event of a session
+    whose shared-state entry is gone is only stored when the session's row still exists.
     """
 
     def __init__(self, url: str, retention: float, prefix: str = "mcp:",
-                 session_key: Callable[[str], str] | None = None):
+                 session_key: Callable[[str], str] | None = None, *,
+                 max_events: int | None = MAX_EVENTS, max_bytes: int | None = MAX_BYTES):
+        check_limits(max_events=max_events, max_bytes=max_bytes)
         self.clients = RedisClients(url)
         self.retention = retention
         self.prefix = prefix
         self._session_key = session_key or (lambda session_id: f"session:{session_id}")
+        self.max_events = max_events
+        self.max_bytes = max_bytes
 
-    def _events_key(self, session_id: str | None) -> str:
-        return f"{self.prefix}events:{session_id if session_id is not None else BROADCAST_STREAM}"
+    def _stream_prefix(self, session_id: str) -> str:
+        return f"{self.prefix}events:{session_id}:stream:"
+
+    def _stream_key(self, session_id: str | None, stream: str) -> str:
+        if session_id is None:
+            return f"{self.prefix}events:{BROADCAST_STREAM}"
+        return self._stream_prefix(session_id) + stream
+
+    def _session_keys(self, session_id: str) -> list[str]:
+        """The session's index of events and its byte count."""
+        return [f"{self.prefix}events:{session_id}:index", f"{self.prefix}events:{session_id}:bytes"]
 
     async def append(self, session_id: str | None, stream: str, message: dict,
                      level: str = "") -> int | None:
-        from mcp_protocol import jsonrpc
-
-        keys = [f"{self.prefix}events:sequence", self._events_key(session_id),
+        index, size = self._session_keys(session_id) if session_id is not None else ("", "")
+        keys = [f"{self.prefix}events:sequence", self._stream_key(session_id, stream), index, size,
                 self.prefix + self._session_key(session_id) if session_id is not None else ""]
-        args = [stream, level, jsonrpc.encode(message), int(time.time() * 1000),
-                max(1, int(self.retention * 1000))]
+        now = time.time()
+        args = [stream, level, jsonrpc.encode(message), int(now * 1000), max(1, int(self.retention * 1000)),
+                int(now * 1_000_000), self.max_events or 0, self.max_bytes or 0,
+                self._stream_prefix(session_id) if session_id is not None else ""]
         connection = self.clients.get()
         sequence = await connection.run_script(_APPEND, keys, args)
         if sequence >= 0:
@@ -183,36 +365,42 @@ class RedisEventStore:
         # session is gone: its row decides.
         if not await run_in_thread(_session_exists, session_id):
             return None
-        return await connection.run_script(_APPEND, [*keys[:2], ""], args)
+        return await connection.run_script(_APPEND, [*keys[:4], ""], args)
 
     async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
         connection = self.clients.get()
-        found = [event for event in _parse_events(
-            await connection.execute("ZRANGEBYSCORE", self._events_key(session_id), f"({after}", "+inf"))
-            if event[1] == stream]
+        found = await connection.execute(
+            "ZRANGEBYSCORE", self._stream_key(session_id, stream), f"({after}", "+inf", "WITHSCORES")
+        if "dropped" in found[::2]:
+            position = found.index("dropped")
+            raise EventsDropped(stream, after, int(float(found[position + 1])))
+        events = _parse_events(found[::2])
         if stream == GET_STREAM:
             started = await run_in_thread(_session_started_ms, session_id)
             if started is not None:
                 broadcasts = await connection.execute(
-                    "ZRANGEBYSCORE", self._events_key(None), f"({after}", "+inf")
-                found += [event for event in _parse_events(broadcasts) if event[2] >= started]
-        found.sort(key=lambda event: event[0])
-        return [(sequence, json.loads(text), level) for sequence, _stream, _ms, level, text in found]
+                    "ZRANGEBYSCORE", self._stream_key(None, BROADCAST_STREAM), f"({after}", "+inf")
+                events += [event for event in _parse_events(broadcasts) if event[1] >= started]
+                events.sort(key=lambda event: event[0])
+        return [(sequence, json.loads(text), level) for sequence, _ms, level, text in events]
 
     async def purge(self, older_than: datetime.timedelta) -> int:
         cutoff = int((time.time() - older_than.total_seconds()) * 1000)
-        return await self.clients.get().run_script(_PURGE, [self._events_key(None)], [cutoff])
+        return await self.clients.get().run_script(_PURGE, [self._stream_key(None, BROADCAST_STREAM)],
+                                                   [cutoff])
 
     async def forget(self, session_id: str) -> None:
-        await self.clients.get().execute("DEL", self._events_key(session_id))
+        await self.clients.get().run_script(
+            _FORGET, [*self._session_keys(session_id), self._stream_key(session_id, GET_STREAM)],
+            [self._stream_prefix(session_id)])
 
 
-def _parse_events(members: list[str]) -> list[tuple[int, str, int, str, str]]:
-    """``(sequence, stream, time in ms, level, message JSON)`` of stored members."""
+def _parse_events(members: list[str]) -> list[tuple[int, int, str, str]]:
+    """``(sequence, time in ms, level, message JSON)`` of stored members."""
     events = []
     for member in members:
-        sequence, ms, stream, level, text = member.split(" ", 4)
-        events.append((int(sequence), stream, int(ms), level, text))
+        sequence, ms, level, text = member.split(" ", 3)
+        events.append((int(sequence), int(ms), level, text))
     return events
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from .authorization import authorize, session_of
 from .checks import Request, check_get_accept, check_protocol_version
 from .errors import HTTPError
-from .event_store import GET_STREAM, parse_event_id
+from .event_store import GET_STREAM, EventsDropped, HashedRequestId, parse_event_id
+from .limits import too_many
 from .listen import ListenStream
 from .sse import SSEResponse
 
@@ -38,17 +39,33 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
     token = uuid.uuid4().hex
     if not await transport.claim_stream(record.id, stream, token):
         raise HTTPError(409, "Conflict: this session's stream is already open elsewhere")
+    slot = await transport.stream_slots.take(record.id, token)
+    if slot is None:
+        await transport.release_stream(record.id, stream, token)
+        raise too_many(f"this session has {transport.max_streams_per_session} streams open, the most "
+                       "allowed; close one first", transport.keepalive_interval)
     runtime = transport.runtime
-    listener = ListenStream(transport, record.id, stream, SSEResponse(consumer.base_send), token, final_id)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes)
+    listener = ListenStream(transport, record.id, stream, sse, token, final_id)
+    listener.slot = slot
     runtime.streams[(record.id, stream)] = listener
     try:
+        if after is not None:
+            try:
+                await listener.load_backlog(after)
+            except EventsDropped as exc:
+                raise HTTPError(410, f"Gone: events after Last-Event-ID {last_event_id!r} were dropped "
+                                "to keep the session within its stored-event limits; they cannot be "
+                                "replayed", data={"droppedThrough": exc.dropped_through}) from None
         await listener.sse.comment("stream open")  # headers now, so the client knows it is live
         await consumer.while_connected(listener.run(after), listener.disconnected)
     finally:
         if runtime.streams.get((record.id, stream)) is listener:
             del runtime.streams[(record.id, stream)]
         await transport.release_stream(record.id, stream, token)
-        await listener.sse.finish()
+        await transport.stream_slots.give_back(record.id, slot, token)
+        if listener.sse.started:
+            await listener.sse.finish()
 
 
 def _request_id_of(stream: str) -> object:
@@ -56,6 +73,8 @@ def _request_id_of(stream: str) -> object:
     if not stream.startswith("post:"):
         return None
     kind, value = stream[5:6], stream[6:]
+    if kind == "h":
+        return HashedRequestId(stream)
     return int(value) if kind == "i" and value.lstrip("-").isdigit() else value
 
 

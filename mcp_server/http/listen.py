@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING
 from mcp_protocol import jsonrpc
 
 from .. import logging_levels
-from .event_store import event_id
+from .event_store import GET_STREAM, EventsDropped, event_id, post_stream
 from .liveness import request_lost, request_stopped
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
+
+# Events waiting to be written on one stream at most; past it the stream ends (see push()).
+MAX_QUEUED_EVENTS = 1000
 
 
 class ListenStream:
@@ -34,19 +37,38 @@ class ListenStream:
         # skipped only when the client had it (at or before Last-Event-ID) or the replay wrote it.
         self._after = 0
         self._replayed: set[int] = set()
+        self._backlog: list[tuple[int, dict, str]] | None = None
         self._done = False
+        self.overflowed = False
+        # The session's stream slot this stream holds (see limits.StreamSlots), renewed with it.
+        self.slot = -1
 
     def push(self, sequence: int, message: dict, level: str = "") -> None:
+        if self.overflowed:
+            return  # the stream is being cut off; the client resumes from the store
+        if self._queue.qsize() >= MAX_QUEUED_EVENTS:
+            # Writing does not keep up (a server whose send() waits on a client that stopped
+            # reading): skipping events would leave a silent gap, so the stream ends instead.
+            self.overflowed = True
+            self._queue.put_nowait(None)
+            return
         self._queue.put_nowait((sequence, message, level))
 
     def close(self) -> None:
         self._queue.put_nowait(None)
 
+    async def load_backlog(self, after: int) -> None:
+        """Read the events after ``after`` that :meth:`run` replays first; raises
+        :class:`~.event_store.EventsDropped` (before the response starts) if some are gone."""
+        self._after = after
+        self._backlog = await self._replay(after)
+
     async def run(self, after: int | None) -> None:
         """Replay the events after ``after`` (if resuming), then write live ones until closed."""
         if after is not None:
-            self._after = after
-            for sequence, message, level in await self._replay(after):
+            if self._backlog is None:
+                await self.load_backlog(after)
+            for sequence, message, level in self._backlog:
                 self._replayed.add(sequence)
                 if not await self._emit(sequence, message, level) or self._done:
                     return
@@ -72,6 +94,7 @@ class ListenStream:
                     return
                 if not await self.transport.renew_stream(self.session_id, self.stream, self.token):
                     return  # another process holds it now
+                await self.transport.stream_slots.renew(self.session_id, self.slot, self.token)
                 continue
             if item is None:
                 return
@@ -86,7 +109,11 @@ class ListenStream:
         if (await transport.settle_orphaned_request(self.session_id, request_id)
                 or await transport.request_in_flight(self.session_id, request_id)):
             return
-        for sequence, message, level in await self._replay(self._after):
+        try:
+            stored = await self._replay(self._after)
+        except EventsDropped:
+            stored = []  # what is left of the response is gone: the stream ends with the error
+        for sequence, message, level in stored:
             if not await self._write(sequence, message, level) or self._done:
                 return
         await self.sse.event(jsonrpc.encode(request_lost(request_id)))
@@ -119,8 +146,11 @@ class ListenStream:
             # A resumed POST stream may read its events again (_watch_request): none twice. (Not
             # kept for a GET stream, which lives long and never reads them again.)
             self._replayed.add(sequence)
-            if message.get("id") == self.final_id and "method" not in message:
-                self._done = True
+        # A resumed POST stream ends with its request's response (matched by stream name, which
+        # names a long id by its digest), or with an error that could name no id.
+        if self.stream != GET_STREAM and "method" not in message and "id" in message \
+                and (message["id"] is None or post_stream(message["id"]) == self.stream):
+            self._done = True
         return written
 
     async def _level_passes(self, level: str) -> bool:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from mcp_protocol import jsonrpc
 from mcp_protocol.errors import INTERNAL_ERROR
 
+from .event_store import HashedRequestId
+
 if TYPE_CHECKING:
     from .shared_state import SharedState
 
@@ -40,13 +42,18 @@ def holder_channel(claim: str) -> str:
 
 def request_stopped(request_id: Any) -> dict:
     """The response of a request whose process died."""
-    return jsonrpc.error_response(request_id, INTERNAL_ERROR, REQUEST_STOPPED)
+    return jsonrpc.error_response(_wire_id(request_id), INTERNAL_ERROR, REQUEST_STOPPED)
 
 
 def request_lost(request_id: Any) -> dict:
     """The end of a resumed stream whose request runs nowhere and whose response is gone (its
     events expired, or its process died long before anyone asked)."""
-    return jsonrpc.error_response(request_id, INTERNAL_ERROR, REQUEST_LOST)
+    return jsonrpc.error_response(_wire_id(request_id), INTERNAL_ERROR, REQUEST_LOST)
+
+
+def _wire_id(request_id: Any) -> Any:
+    # A request known by its stream's digest name alone: its error can only name no id (null).
+    return None if isinstance(request_id, HashedRequestId) else request_id
 
 
 class Liveness:

@@ -19,6 +19,7 @@ from .checks import (
 )
 from .errors import HTTPError
 from .event_store import event_id, post_stream
+from .limits import check_principal, check_progress_token, principal_of, recheck_principal
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
 from .sse import SSEResponse
@@ -80,6 +81,8 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         raise HTTPError(400, "Invalid Request: Server already initialized", request_id=incoming.id)
     check_origin_storable(request)
     await _check_capacity(transport)
+    principal = principal_of(request)
+    await check_principal(transport, principal, incoming.id)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
     answer = await transport.server.handle_async(incoming.message, session)
     if answer is None or "error" in answer:
@@ -90,9 +93,10 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         protocol_version=session.protocol_version, client_info=session.client_info or {},
         client_capabilities=session.client_capabilities or {},
         owner_id=request.user.pk if request.user is not None else None,
-        origin=request.header("origin") or "",
+        origin=request.header("origin") or "", principal=principal,
     )
     await transport.sessions.create(record)
+    await recheck_principal(transport, principal, record.id, incoming.id)
     await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
 
 
@@ -136,6 +140,7 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
 async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
                    incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
+    check_progress_token(incoming.params, incoming.id)
     if not await transport.claim_request(record.id, incoming.id):
         raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
                         request_id=incoming.id)
@@ -163,7 +168,7 @@ async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord
 async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
                         incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    sse = SSEResponse(consumer.base_send)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes)
     outbound = PostOutbound(transport, record, incoming.id, sse)
     session = HTTPServerSession(transport, record, outbound)
     if record.protocol_version >= "2025-11-25":

@@ -34,6 +34,7 @@ class SessionRecord:
     log_level: str = ""
     owner_id: Any = None
     origin: str = ""
+    principal: str = ""
 
     @classmethod
     def new(cls, **fields: Any) -> SessionRecord:
@@ -77,7 +78,7 @@ class SessionStore:
             id=record.id, protocol_version=record.protocol_version,
             client_info=record.client_info, client_capabilities=record.client_capabilities,
             log_level=record.log_level, owner_id=record.owner_id, origin=record.origin,
-            last_activity=timezone.now(),
+            principal=record.principal, last_activity=timezone.now(),
         )
 
     async def load(self, session_id: str) -> SessionRecord | None:
@@ -108,7 +109,7 @@ class SessionStore:
         return SessionRecord(
             id=row.id, protocol_version=row.protocol_version, client_info=row.client_info,
             client_capabilities=row.client_capabilities, log_level=row.log_level,
-            owner_id=row.owner_id, origin=row.origin,
+            owner_id=row.owner_id, origin=row.origin, principal=row.principal,
         )
 
     async def peek(self, session_id: str) -> SessionRecord | None:

@@ -8,6 +8,8 @@ from typing import Any
 
 from mcp_protocol import sse
 
+from ..asgi import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, STALL_SECONDS, SendWindow
+
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -22,12 +24,26 @@ HOLD_SECONDS = 0.1
 
 
 class SSEResponse:
-    """Writes events one at a time; after the client is gone every write returns False."""
+    """Writes events one at a time; after the client is gone every write returns False.
+
+    ``max_buffered_bytes``: under daphne, once this many bytes wait for the client, writing waits
+    for it to read, and a client that reads nothing for a while is cut off (see
+    :class:`mcp_server.asgi.SendWindow`); the events are stored, so the client resumes with
+    Last-Event-ID. None: no limit.
+    """
 
     def __init__(self, send: Callable[[dict], Awaitable[Any]],
-                 headers: list[tuple[bytes, bytes]] | None = None):
+                 headers: list[tuple[bytes, bytes]] | None = None, *,
+                 max_buffered_bytes: int | None = None):
         self._send = send
         self._headers = SSE_HEADERS + list(headers or [])
+        self._start: dict[str, Any] = {"type": "http.response.start", "status": 200,
+                                       "headers": self._headers}
+        self._window: SendWindow | None = None
+        if max_buffered_bytes is not None:
+            self._window = SendWindow()
+            self._start[MAX_BUFFERED_BYTES_KEY] = max_buffered_bytes
+            self._start[SEND_WINDOW_KEY] = self._window
         self._lock = asyncio.Lock()
         self.started = False
         self.closed = False
@@ -62,13 +78,21 @@ class SSEResponse:
                     self._flush = None
             elif not chunk and more:
                 return True  # nothing to write
+            if self._window is not None and not await self._window.wait():
+                self.closed = True  # the client read nothing for too long: it was cut off
+                return False
             try:
                 if not self.started:
                     self.started = True
-                    await self._send({"type": "http.response.start", "status": 200,
-                                      "headers": self._headers})
-                await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
-            except Exception:  # the connection is gone
+                    await self._send(self._start)
+                body = {"type": "http.response.body", "body": chunk, "more_body": more}
+                if self._window is None or self._window.honoured:
+                    await self._send(body)
+                else:
+                    # A server whose send() waits for the client (uvicorn): a client that reads
+                    # nothing for STALL_SECONDS is given up on, as under daphne.
+                    await asyncio.wait_for(self._send(body), STALL_SECONDS)
+            except Exception:  # the connection is gone, or the client stalled
                 self.closed = True
                 return False
             if not more:
@@ -90,6 +114,8 @@ class SSEResponse:
 
     def disconnected(self) -> None:
         self.closed = True
+        if self._window is not None:
+            self._window.detach()  # a write waiting for the client stops waiting
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None

@@ -22,6 +22,7 @@ from django.conf import settings
 from mcp_protocol import methods
 
 from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore, post_stream
+from .limits import StreamSlots, check_limits
 from .liveness import Liveness, holder_channel, request_stopped
 from .runtime import RUNTIME_GROUP, Runtime
 from .session import request_key
@@ -45,7 +46,9 @@ class StreamableHTTPTransport:
     ``dns_rebinding_protection``, ``session_idle_timeout`` (seconds, None: never),
     ``max_sessions`` (None: unlimited), ``session_request_validator(request, session_id)``,
     ``max_request_bytes``, ``max_json_depth``, ``max_json_containers``,
-    ``server_to_client_request_timeout``.
+    ``server_to_client_request_timeout``; the fair-share limits ``max_sessions_per_principal``,
+    ``max_streams_per_session``, ``max_subscriptions_per_session`` and ``max_sse_buffer_bytes``
+    (each None: unlimited).
     ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
     (streams, requests, waits for answers) is let go once it missed them (see :mod:`.liveness`).
     """
@@ -71,6 +74,10 @@ class StreamableHTTPTransport:
         process_heartbeat_interval: float = 5,
         event_store: EventStore | None = None,
         shared_state: SharedState | None = None,
+        max_sessions_per_principal: int | None = 100,
+        max_streams_per_session: int | None = 10,
+        max_subscriptions_per_session: int | None = 1000,
+        max_sse_buffer_bytes: int | None = 4 * MIB,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
                             ("max_json_containers", max_json_containers)):
@@ -80,6 +87,10 @@ class StreamableHTTPTransport:
         if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or not 0 < heartbeat < 1e9:
             raise ValueError(f"process_heartbeat_interval must be a positive number of seconds, "
                              f"not {heartbeat!r}")
+        check_limits(max_sessions_per_principal=max_sessions_per_principal,
+                     max_streams_per_session=max_streams_per_session,
+                     max_subscriptions_per_session=max_subscriptions_per_session,
+                     max_sse_buffer_bytes=max_sse_buffer_bytes)
         self.server = server
         self.stateless = stateless
         self.enable_json_response = enable_json_response
@@ -99,7 +110,12 @@ class StreamableHTTPTransport:
         self.events = event_store or DatabaseEventStore()
         self.sessions = SessionStore(self.state, session_idle_timeout)
         self.liveness = Liveness(self.state, process_heartbeat_interval)
-        self.subscriptions = SubscriptionStore()
+        self.max_sessions_per_principal = max_sessions_per_principal
+        self.max_streams_per_session = max_streams_per_session
+        self.max_subscriptions_per_session = max_subscriptions_per_session
+        self.max_sse_buffer_bytes = max_sse_buffer_bytes
+        self.subscriptions = SubscriptionStore(max_subscriptions_per_session)
+        self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
         self._background: set[asyncio.Task] = set()
         self._publish_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (

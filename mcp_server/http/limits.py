@@ -1,0 +1,122 @@
+"""Fair share: what one client may hold at once, so that it cannot lock out the others.
+
+Past a limit the client gets HTTP 429 with a JSON-RPC error body and a ``Retry-After``; the limits
+themselves are options of the transport (``MCP_SERVER`` settings, see the README's "Limits").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..invoke import run_in_thread
+from .errors import HTTPError
+
+if TYPE_CHECKING:
+    from .checks import Request
+    from .shared_state import SharedState
+    from .transport import StreamableHTTPTransport
+
+
+def too_many(message: str, retry_after: float) -> HTTPError:
+    """429 Too Many Requests, saying when trying again may succeed."""
+    seconds = max(1, math.ceil(retry_after))
+    return HTTPError(429, f"Too Many Requests: {message}", data={"retryAfter": seconds},
+                     headers=[(b"retry-after", str(seconds).encode())])
+
+
+# The longest progress token accepted: every progress notification of a request carries (and
+# stores) its token, so a long one would be copied into each of them.
+MAX_PROGRESS_TOKEN_LENGTH = 256
+
+
+def check_progress_token(params: object, request_id: object) -> None:
+    """Refuse (400, -32600) a request whose progress token is longer than the sane bound."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if token is not None and not isinstance(token, bool) and len(str(token)) > MAX_PROGRESS_TOKEN_LENGTH:
+        raise HTTPError(400, f"Invalid Request: _meta.progressToken is longer than "
+                        f"{MAX_PROGRESS_TOKEN_LENGTH} characters", request_id=request_id)
+
+
+def principal_of(request: Request) -> str:
+    """Who a new session is counted against: the Django user, else the client's address."""
+    if request.user is not None:
+        return f"user:{request.user.pk}"
+    client = request.client
+    return f"address:{client[0] if client else ''}"[:255]
+
+
+class StreamSlots:
+    """At most ``limit`` listening streams of a session open at once, in every process.
+
+    Each open stream holds one of the session's ``limit`` slots, a shared-state key with a time to
+    live renewed while the stream lives: a process that dies holding one frees it when the key
+    expires, with no count to repair. Taking a slot tries them in order (``limit`` is small).
+    """
+
+    def __init__(self, state: SharedState, limit: int | None, ttl: float):
+        self.state = state
+        self.limit = limit
+        self.ttl = ttl
+
+    @staticmethod
+    def _key(session_id: str, slot: int) -> str:
+        return f"slot:{session_id}:{slot}"
+
+    async def take(self, session_id: str, token: str) -> int | None:
+        """The slot now held with ``token`` (-1 without a limit), or None when all are taken."""
+        if self.limit is None:
+            return -1
+        for slot in range(self.limit):
+            if await self.state.add(self._key(session_id, slot), token, self.ttl):
+                return slot
+        return None
+
+    async def renew(self, session_id: str, slot: int, token: str) -> None:
+        if slot >= 0:
+            await self.state.set(self._key(session_id, slot), token, self.ttl)
+
+    async def give_back(self, session_id: str, slot: int, token: str) -> None:
+        if slot >= 0:
+            await self.state.delete(self._key(session_id, slot), expected=token)
+
+
+def check_limits(**limits: int | None) -> None:
+    """Each limit is a positive integer, or None for no limit."""
+    for name, value in limits.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
+
+
+async def check_principal(transport: StreamableHTTPTransport, principal: str, request_id: object) -> None:
+    """Refuse a new session to a principal that holds the most allowed (expired ones go first)."""
+    limit = transport.max_sessions_per_principal
+    if limit is None or await _sessions_of(principal) < limit:
+        return
+    await transport.reap()
+    if await _sessions_of(principal) >= limit:
+        raise _too_many_sessions(transport, request_id)
+
+
+async def recheck_principal(transport: StreamableHTTPTransport, principal: str, session_id: str,
+                            request_id: object) -> None:
+    """After the session was created: if other processes created some for the same principal
+    meanwhile and it is now past the limit, this one is removed and refused."""
+    limit = transport.max_sessions_per_principal
+    if limit is not None and await _sessions_of(principal) > limit:
+        await transport.sessions.delete(session_id)
+        raise _too_many_sessions(transport, request_id)
+
+
+def _too_many_sessions(transport: StreamableHTTPTransport, request_id: object) -> HTTPError:
+    error = too_many(f"{transport.max_sessions_per_principal} sessions are open for this client, the "
+                     "most allowed; end one (DELETE) or let one expire", transport.reap_interval)
+    error.request_id = request_id
+    return error
+
+
+async def _sessions_of(principal: str) -> int:
+    from ..models import Session
+
+    return await run_in_thread(Session.objects.filter(principal=principal).count)

@@ -111,6 +111,11 @@ if os.environ.get("MCP_STATELESS") == "1":
     MCP_SERVER["STATELESS"] = True
 if os.environ.get("MCP_JSON_RESPONSE") == "1":
     MCP_SERVER["ENABLE_JSON_RESPONSE"] = True
+# A load generator opens thousands of sessions from one address: MCP_MAX_SESSIONS_PER_PRINCIPAL=none
+# lifts the per-principal limit (a number sets it).
+if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):
+    value = os.environ["MCP_MAX_SESSIONS_PER_PRINCIPAL"]
+    MCP_SERVER["MAX_SESSIONS_PER_PRINCIPAL"] = None if value.lower() == "none" else int(value)
 
 LOGGING = {
     "version": 1,

@@ -11,6 +11,7 @@ import json
 import select
 import socket
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -134,8 +135,17 @@ def test_limits_must_be_positive_integers_or_none():
 def test_listening_streams_per_session_are_limited(limited):
     client = Client(limited.url)
     client.initialize()
+    # A call that runs until cancelled, so that its POST stream, resumed, stays open.
+    caller = Client(limited.url)
+    caller.session_id = client.session_id
+    started = threading.Event()
+    call = {"name": "slow_count", "arguments": {"count": 600, "delay": 0.1}}
+    running_call = threading.Thread(target=caller.request, args=("tools/call", call), daemon=True,
+                                    kwargs={"request_id": 77, "on_event": lambda _event: started.set()})
+    running_call.start()
+    assert started.wait(60), "the call's stream did not start"
     listening = client.listen()
-    resumed = client.listen(last_event_id=f"{post_stream(77)}/0")  # a POST stream, resumed
+    resumed = client.listen(last_event_id=f"{post_stream(77)}/0")
     assert (listening.status, resumed.status) == (200, 200)
     assert_too_many(client.get({"last-event-id": f"{post_stream(78)}/0"}), "2 streams open")
     # Another session has streams of its own.
@@ -146,6 +156,8 @@ def test_listening_streams_per_session_are_limited(limited):
     resumed.close()
     wait_until(lambda: client.listen(last_event_id=f"{post_stream(78)}/0").status == 200, timeout=20,
                interval=0.2)
+    client.notify("notifications/cancelled", {"requestId": 77})
+    running_call.join(60)
 
 
 # Subscriptions per session ---------------------------------------------------------------------

@@ -129,9 +129,10 @@ class DatabaseEventStore:
         size = len(jsonrpc.encode(message).encode("utf-8", "surrogatepass"))
         try:
             return self._insert(session_id, stream, message, level, size)
-        except DataError:
-            # PostgreSQL's jsonb takes no NUL and no lone surrogate, which a handler's result may
-            # hold: the event is kept as the wire carries it, with U+FFFD for those.
+        except (DataError, UnicodeEncodeError):
+            # PostgreSQL's jsonb takes no NUL and no lone surrogate (which UTF-8 cannot even
+            # carry), and a handler's result may hold them: the event is kept as the wire carries
+            # it, with U+FFFD for those.
             storable = json.loads(_NUL_ESCAPE.sub("\\1\ufffd", jsonrpc.encode(message)))
             return self._insert(session_id, stream, storable, level, size)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +19,15 @@ from channels.generic.http import AsyncHttpConsumer
 from mcp_protocol import jsonrpc
 
 from .checks import Request, check_host_and_origin
-from .errors import HTTPError, internal_error
+from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
 from .post import handle_post
+from .redis_client import RedisUnavailable
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.http")
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOWED_METHODS = b"GET, POST, DELETE"
@@ -63,6 +67,9 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
             return
         except HTTPError as error:
             await self.reply_error(error)
+        except RedisUnavailable as exc:
+            logger.warning("%s %s: %s", request.method, request.path, exc)
+            await self.reply_error(unavailable(exc.retry_after))
         except Exception as exc:
             self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
             await self.reply_error(internal_error())

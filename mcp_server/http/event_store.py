@@ -10,7 +10,7 @@ import datetime
 import json
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.db.models import Q
 from django.utils import timezone
@@ -144,8 +144,8 @@ class RedisEventStore:
     """
 
     def __init__(self, url: str, retention: float, prefix: str = "mcp:",
-                 session_key: Callable[[str], str] | None = None):
-        self.clients = RedisClients(url)
+                 session_key: Callable[[str], str] | None = None, clients: Any = None):
+        self.clients = clients if clients is not None else RedisClients(url)
         self.retention = retention
         self.prefix = prefix
         self._session_key = session_key or (lambda session_id: f"session:{session_id}")

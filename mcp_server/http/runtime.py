@@ -27,6 +27,7 @@ from mcp_protocol.cancellation import Cancellation
 
 from ..outgoing import PendingRequests
 from .event_store import GET_STREAM
+from .redis_client import Backoff
 
 if TYPE_CHECKING:
     from .listen import ListenStream
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_server.http")
 
 RUNTIME_GROUP = "mcp.runtime"
-# Channels expires group membership after a day; rejoin well before.
-GROUP_REJOIN_INTERVAL = 3600.0
+# Seconds between renewals of this process's membership of the group: Channels expires it after a
+# day, and a Redis that lost its data (a flush, a failover to an empty replica) has forgotten it,
+# when broadcasts and session ends stop reaching this process until the next renewal.
+GROUP_REJOIN_INTERVAL = 10.0
 
 
 class Runtime:
@@ -62,6 +65,7 @@ class Runtime:
             self.channel = await self.layer.new_channel("mcp.process.")
             await self.layer.group_add(RUNTIME_GROUP, self.channel)
             self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
+            self._tasks.append(asyncio.create_task(self._rejoin_forever(), name="mcp-rejoin"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="mcp-housekeeping"))
 
     async def stop(self) -> None:
@@ -93,15 +97,21 @@ class Runtime:
 
     # Receiving -------------------------------------------------------------------------------
     async def _receive_forever(self) -> None:
+        # While the layer's Redis does not answer, retry after growing delays (with jitter, so the
+        # processes that lost it together do not all come back at once), not in a tight loop.
+        backoff = Backoff(base=0.5, cap=10.0)
         while True:
             try:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("receiving from the channel layer failed; retrying")
-                await asyncio.sleep(1.0)
+            except Exception as exc:
+                delay = backoff.next_delay()
+                logger.warning("receiving from the channel layer failed (%s: %s); retrying in %.1f s",
+                               type(exc).__name__, exc, delay)
+                await asyncio.sleep(delay)
                 continue
+            backoff.reset()
             try:
                 await self._handle(message)
             except Exception as exc:
@@ -146,7 +156,7 @@ class Runtime:
     # Housekeeping ----------------------------------------------------------------------------
     async def _housekeeping(self) -> None:
         transport = self.transport
-        last_reap = last_join = time.monotonic()
+        last_reap = time.monotonic()
         while True:
             await asyncio.sleep(transport.activity_flush_interval)
             try:
@@ -155,10 +165,19 @@ class Runtime:
                 if now - last_reap >= transport.reap_interval:
                     last_reap = now
                     await transport.reap()
-                if self.layer is not None and now - last_join >= GROUP_REJOIN_INTERVAL:
-                    last_join = now
-                    await self.layer.group_add(RUNTIME_GROUP, self.channel)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 transport.server.report_exception(exc, {"housekeeping": "sessions"})
+
+    async def _rejoin_forever(self) -> None:
+        """Renew this process's group membership (see :data:`GROUP_REJOIN_INTERVAL`)."""
+        while True:
+            await asyncio.sleep(GROUP_REJOIN_INTERVAL)
+            try:
+                await self.layer.group_add(RUNTIME_GROUP, self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("renewing the group membership failed (%s: %s); retrying in %g s",
+                               type(exc).__name__, exc, GROUP_REJOIN_INTERVAL)

@@ -147,8 +147,12 @@ class StreamableHTTPTransport:
 
     async def renew_stream(self, session_id: str, stream: str, token: str) -> None:
         value = f"{self.runtime.channel_key}|{token}"
-        await self.state.set(self._stream_key(session_id, stream), value, self.stream_claim_ttl)
-        await self.state.touch(self._held_key(session_id), HELD_TTL)  # a stream may outlive a day
+        key, held = self._stream_key(session_id, stream), self._held_key(session_id)
+        # A claim that is gone (Redis lost its data: a flush, a failover to an empty replica) is
+        # made again, counted, so that deliveries and a DELETE reach this stream again.
+        if not await self.state.add_counted(key, value, self.stream_claim_ttl, held, HELD_TTL):
+            await self.state.set(key, value, self.stream_claim_ttl)
+            await self.state.touch(held, HELD_TTL)  # a stream may outlive a day
 
     async def release_stream(self, session_id: str, stream: str, token: str) -> None:
         value = f"{self.runtime.channel_key}|{token}"

@@ -393,7 +393,7 @@ def test_redis_command_timeout_and_client_settings_are_honoured(default_server_r
                                                 AUTODISCOVER=False)):
         transport = get_transport()
         assert run_on_stores(transport, ("CLIENT", "GETNAME"), ("SET", "mcp:probe", b"bytes"),
-                             ("GET", "mcp:probe")) == ["from-factory", True, "bytes"]
+                             ("GET", "mcp:probe")) == ["from-factory", "OK", "bytes"]
         assert [url] == FACTORY_CALLS
     # The store classes, by dotted path: with and without Redis.
     with override_settings(MCP_SERVER=demo_with(

@@ -59,9 +59,9 @@ class RedisUnavailable(ConnectionError):
 class Backoff:
     """Exponential delays with jitter between attempts at something that keeps failing."""
 
-    def __init__(self, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP):
-        self.base = base
-        self.cap = cap
+    def __init__(self, base: float | None = None, cap: float | None = None):
+        self.base = BACKOFF_BASE if base is None else base
+        self.cap = BACKOFF_CAP if cap is None else cap
         self.failures = 0
 
     def next_delay(self) -> float:

@@ -51,6 +51,9 @@ class RedisPyConnection(ScriptRunner):
     """A ``redis.asyncio.Redis`` client behind the stores' connection interface."""
 
     def __init__(self, client: Any, command_timeout: float = DEFAULT_COMMAND_TIMEOUT):
+        # Replies as Redis sends them ("OK", "PONG", lists), as the fast client gives them, not
+        # as redis-py's per-command callbacks reshape them (True, dicts): the stores read both.
+        client.response_callbacks.clear()
         self.client = client
         self.command_timeout = command_timeout
         self._gate = ReconnectGate()
@@ -84,6 +87,8 @@ class RedisPyConnection(ScriptRunner):
             message = f"the Redis connection failed: {exc}"
             self._gate.failed(message)
             raise RedisUnavailable(message) from exc
+        except redis.exceptions.NoScriptError as exc:
+            raise RedisError(f"NOSCRIPT {exc}") from exc  # the prefix redis-py took off
         except redis.exceptions.ResponseError as exc:
             raise RedisError(str(exc)) from exc
         if self._gate.backoff.failures:

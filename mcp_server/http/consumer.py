@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from channels.generic.http import AsyncHttpConsumer
+from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
@@ -70,6 +71,11 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         except RedisUnavailable as exc:
             logger.warning("%s %s: %s", request.method, request.path, exc)
             await self.reply_error(unavailable(exc.retry_after))
+        except (OperationalError, InterfaceError) as exc:
+            # The database went away (restarted, failed over, this connection terminated): the
+            # next request gets a new connection, so the client should try again.
+            logger.warning("%s %s: the database failed: %s", request.method, request.path, exc)
+            await self.reply_error(unavailable(1.0, "the database"))
         except Exception as exc:
             self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
             await self.reply_error(internal_error())

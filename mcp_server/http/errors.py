@@ -30,7 +30,7 @@ def internal_error() -> HTTPError:
     return HTTPError(500, "Internal server error", code=INTERNAL_ERROR)
 
 
-def unavailable(retry_after: float) -> HTTPError:
-    """503: a store every process shares (Redis) does not answer; nothing was done."""
-    return HTTPError(503, "Service Unavailable: the shared state does not answer; try again later",
+def unavailable(retry_after: float, store: str = "the shared state") -> HTTPError:
+    """503: a store every process shares (Redis, the database) does not answer."""
+    return HTTPError(503, f"Service Unavailable: {store} does not answer; try again later",
                      code=INTERNAL_ERROR, headers=[(b"retry-after", b"%d" % max(1, math.ceil(retry_after)))])

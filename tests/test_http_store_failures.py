@@ -6,7 +6,6 @@ touching anyone else's), alone or behind a loopback proxy that stops forwarding 
 
 from __future__ import annotations
 
-import pytest
 from django.db import connection
 
 from mcp_server.http.runtime import GROUP_REJOIN_INTERVAL, RUNTIME_GROUP
@@ -44,7 +43,6 @@ def assert_unavailable(exchange, what: str = "the shared state") -> None:
     assert error["message"] == f"Service Unavailable: {what} does not answer; try again later"
 
 
-@pytest.mark.feature("HTTP-16")
 def test_a_redis_that_stops_answering_gets_503_at_once_and_the_process_recovers_by_itself(
         django_db_setup, transactional_db, tmp_path):
     require_services()
@@ -81,7 +79,6 @@ def test_a_redis_that_stops_answering_gets_503_at_once_and_the_process_recovers_
             server.stop()
 
 
-@pytest.mark.feature("HTTP-16")
 def test_after_redis_loses_its_data_broadcasts_resumes_and_delete_recover_within_the_bound(
         django_db_setup, transactional_db, tmp_path):
     require_services()
@@ -137,7 +134,6 @@ def terminate_backends() -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.feature("HTTP-16")
 def test_postgresql_backends_terminated_mid_traffic_lose_no_session(django_db_setup, transactional_db,
                                                                    tmp_path):
     require_services()

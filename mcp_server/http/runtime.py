@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from channels.layers import get_channel_layer
 
@@ -27,19 +28,31 @@ from mcp_protocol.cancellation import Cancellation
 
 from ..outgoing import PendingRequests
 from .event_store import GET_STREAM
-from .redis_client import Backoff
+from .redis_client import Backoff, RedisUnavailable
 
 if TYPE_CHECKING:
     from .listen import ListenStream
     from .transport import StreamableHTTPTransport
 
 logger = logging.getLogger("mcp_server.http")
+T = TypeVar("T")
 
 RUNTIME_GROUP = "mcp.runtime"
 # Seconds between renewals of this process's membership of the group: Channels expires it after a
 # day, and a Redis that lost its data (a flush, a failover to an empty replica) has forgotten it,
 # when broadcasts and session ends stop reaching this process until the next renewal.
 GROUP_REJOIN_INTERVAL = 10.0
+
+
+async def on_layer(call: Awaitable[T]) -> T:
+    """Await a channel layer operation; its Redis failing is :class:`RedisUnavailable` (the
+    request gets 503), like the shared state's."""
+    try:
+        return await call
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise RedisUnavailable(f"the channel layer failed: {type(exc).__name__}: {exc}") from exc
 
 
 class Runtime:
@@ -63,7 +76,7 @@ class Runtime:
     async def start(self) -> None:
         if self.layer is not None:
             self.channel = await self.layer.new_channel("mcp.process.")
-            await self.layer.group_add(RUNTIME_GROUP, self.channel)
+            await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
             self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
             self._tasks.append(asyncio.create_task(self._rejoin_forever(), name="mcp-rejoin"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="mcp-housekeeping"))
@@ -87,13 +100,13 @@ class Runtime:
         if channel == self.channel_key:
             await self._handle(message)
         elif self.layer is not None:
-            await self.layer.send(channel, message)
+            await on_layer(self.layer.send(channel, message))
 
     async def send_to_all(self, message: dict) -> None:
         if self.layer is None:
             await self._handle(message)
         else:
-            await self.layer.group_send(RUNTIME_GROUP, message)
+            await on_layer(self.layer.group_send(RUNTIME_GROUP, message))
 
     # Receiving -------------------------------------------------------------------------------
     async def _receive_forever(self) -> None:

@@ -21,7 +21,7 @@ from django.conf import settings
 from mcp_protocol import methods
 
 from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore
-from .runtime import RUNTIME_GROUP, Runtime
+from .runtime import RUNTIME_GROUP, Runtime, on_layer
 from .session import request_key
 from .session_store import SessionStore
 from .shared_state import LocalState, SharedState
@@ -127,7 +127,13 @@ class StreamableHTTPTransport:
         runtime = self._runtimes.get(loop)
         if runtime is None:
             runtime = self._runtimes[loop] = Runtime(self)
-            await runtime.start()
+            try:
+                await runtime.start()
+            except BaseException:
+                # Not half started (say, Redis not answering): the next request starts it again.
+                self._runtimes.pop(loop, None)
+                await runtime.stop()
+                raise
         return runtime
 
     # Routing between processes ---------------------------------------------------------------
@@ -247,7 +253,7 @@ class StreamableHTTPTransport:
         (a management command, a Celery task)."""
         layer = get_channel_layer()
         if layer is not None:
-            await layer.group_send(RUNTIME_GROUP, message)
+            await on_layer(layer.group_send(RUNTIME_GROUP, message))
             return
         runtime = self._runtimes.get(asyncio.get_running_loop())
         if runtime is not None:

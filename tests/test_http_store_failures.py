@@ -6,10 +6,14 @@ touching anyone else's), alone or behind a loopback proxy that stops forwarding 
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from django.db import connection
 
 from mcp_server.http.runtime import GROUP_REJOIN_INTERVAL, RUNTIME_GROUP
 
+from .harness import CLIENT_INFO
 from .http_cluster import (
     call_tool,
     cluster,
@@ -22,6 +26,7 @@ from .http_cluster import (
 )
 from .http_harness import DaphneServer, HTTPClient
 from .redis_faults import pausable_proxy, redis_server
+from .wire import check_client_message, check_server_message
 
 LIST_CHANGED = "notifications/tools/list_changed"
 INTERNAL_ERROR = -32603
@@ -43,12 +48,14 @@ def assert_unavailable(exchange, what: str = "the shared state") -> None:
     assert error["message"] == f"Service Unavailable: {what} does not answer; try again later"
 
 
+@pytest.mark.parametrize("client_settings", [{}, {"REDIS_OPTIONS": {}}], ids=["fast-client", "redis-py"])
 def test_a_redis_that_stops_answering_gets_503_at_once_and_the_process_recovers_by_itself(
-        django_db_setup, transactional_db, tmp_path):
+        django_db_setup, transactional_db, tmp_path, client_settings):
     require_services()
     with redis_server(tmp_path) as redis, pausable_proxy(redis.port) as proxy:
         # The shared state, the event store and the channel layer all reach Redis through the proxy.
-        server = DaphneServer(mcp_settings={"REDIS_COMMAND_TIMEOUT": 1}, env={"REDIS_URL": proxy.url})
+        server = DaphneServer(mcp_settings={"REDIS_COMMAND_TIMEOUT": 1, **client_settings},
+                              env={"REDIS_URL": proxy.url})
         try:
             client = new_session(server.url)
             assert echo(client, server.url, "before").response["result"]["content"][0]["text"] == "before"
@@ -75,6 +82,33 @@ def test_a_redis_that_stops_answering_gets_503_at_once_and_the_process_recovers_
             assert next_event(stream, timeout=SLACK).message["method"] == LIST_CHANGED
             stream.close()
             assert client.delete(url=server.url).status_code == 200
+        finally:
+            server.stop()
+
+
+def test_a_process_whose_first_request_finds_redis_not_answering_starts_once_it_answers(
+        django_db_setup, transactional_db, tmp_path):
+    require_services()
+    with redis_server(tmp_path) as redis, pausable_proxy(redis.port) as proxy:
+        server = DaphneServer(mcp_settings={"REDIS_COMMAND_TIMEOUT": 1}, env={"REDIS_URL": proxy.url})
+        try:
+            proxy.pause()
+            # Joining the group of processes fails (after LAYER_TIMEOUT): 503, and the process is
+            # not left half started.
+            client = HTTPClient(server.url)
+            message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": client.revision, "capabilities": {}, "clientInfo": CLIENT_INFO}}
+            check_client_message(message, client.revision)
+            response = client.post_raw(json.dumps(message), url=server.url)
+            assert response.status_code == 503, response.text
+            check_server_message(response.json(), client.revision)
+            assert response.json()["error"]["message"].startswith("Service Unavailable")
+            proxy.resume()
+            client.initialize(url=server.url)
+            stream = open_stream(client, server.url)
+            call_tool(client, server.url, "define_extra_tool", {"name": "once_started"})
+            assert next_event(stream, timeout=SLACK).message["method"] == LIST_CHANGED
+            stream.close()
         finally:
             server.stop()
 

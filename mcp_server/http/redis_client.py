@@ -123,6 +123,10 @@ class _Protocol(asyncio.Protocol):
         self.lost: BaseException | None = None
         self.answered = False  # a reply came on this connection
         self.command_timeout = command_timeout
+        # (deadline, last future) of each write still unanswered, oldest first, and the one timer
+        # that watches the oldest (a timer per command would cost more than the command).
+        self.batches: collections.deque[tuple[float, asyncio.Future]] = collections.deque()
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -136,13 +140,25 @@ class _Protocol(asyncio.Protocol):
             self.lost = error
             if self.on_lost is not None:
                 self.on_lost(self)
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        self.batches.clear()
         while self.waiting:
             future = self.waiting.popleft()
             if not future.done():
                 future.set_exception(error)
 
-    def _deadline_passed(self, last: asyncio.Future) -> None:
-        if last.done() or self.lost is not None:
+    def _watch(self) -> None:
+        """Fail the connection if its oldest unanswered write is past its deadline, else look
+        again at that deadline."""
+        self._watchdog = None
+        if self.lost is not None or not self.batches:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = self.batches[0][0]
+        if loop.time() < deadline:
+            self._watchdog = loop.call_at(deadline, self._watch)
             return
         # Replies still due on this connection can no longer be matched: drop it.
         self._fail(RedisUnavailable(f"Redis did not answer within {self.command_timeout:g} s"))
@@ -159,6 +175,8 @@ class _Protocol(asyncio.Protocol):
             value, end = parsed
             del self.buffer[:end]
             future = self.waiting.popleft()
+            if self.batches and self.batches[0][1] is future:
+                self.batches.popleft()  # the last reply of that write
             if future.done():
                 continue  # its caller was cancelled
             if isinstance(value, RedisError):
@@ -168,14 +186,15 @@ class _Protocol(asyncio.Protocol):
 
     def send(self, payload: bytes, count: int) -> list[asyncio.Future]:
         if self.lost is not None:
-            raise self.lost
+            raise RedisUnavailable(str(self.lost))
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(count)]
         self.waiting.extend(futures)
         self.transport.write(payload)
-        # Replies come in order: when the last one is in, so are the others.
-        timer = loop.call_later(self.command_timeout, self._deadline_passed, futures[-1])
-        futures[-1].add_done_callback(lambda _future: timer.cancel())
+        # Replies come in order: when the last one of this write is in, so are the others.
+        self.batches.append((loop.time() + self.command_timeout, futures[-1]))
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(self.batches[0][0], self._watch)
         return futures
 
 

@@ -42,13 +42,20 @@ RUNTIME_GROUP = "mcp.runtime"
 # day, and a Redis that lost its data (a flush, a failover to an empty replica) has forgotten it,
 # when broadcasts and session ends stop reaching this process until the next renewal.
 GROUP_REJOIN_INTERVAL = 10.0
+# Seconds a send or group change on the channel layer may take (a connection and a command, each
+# bounded by the layer's own socket timeout, can add up to more) before the request gets 503.
+LAYER_TIMEOUT = 10.0
 
 
 async def on_layer(call: Awaitable[T]) -> T:
-    """Await a channel layer operation; its Redis failing is :class:`RedisUnavailable` (the
+    """Await a channel layer operation (a send, a group change) for at most
+    :data:`LAYER_TIMEOUT`; its Redis failing or not answering is :class:`RedisUnavailable` (the
     request gets 503), like the shared state's."""
     try:
-        return await call
+        async with asyncio.timeout(LAYER_TIMEOUT):
+            return await call
+    except TimeoutError as exc:
+        raise RedisUnavailable(f"the channel layer did not answer within {LAYER_TIMEOUT:g} s") from exc
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -188,7 +195,7 @@ class Runtime:
         while True:
             await asyncio.sleep(GROUP_REJOIN_INTERVAL)
             try:
-                await self.layer.group_add(RUNTIME_GROUP, self.channel)
+                await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -133,3 +133,32 @@ async def test_both_clients_answer_alike(tmp_path, kind):
             await connection.execute("NO-SUCH-COMMAND")
         with redis.client(3) as direct:
             assert direct.get("counter") == "3"  # the database of the URL
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+async def test_a_connection_busy_for_longer_than_the_deadline_is_not_dropped(tmp_path, kind):
+    """The deadline is per command: a connection answering steadily for many deadlines in a row
+    (each command in time) keeps serving, with no failure and no reconnection."""
+    with redis_server(tmp_path) as redis, pausable_proxy(redis.port) as proxy:
+        connection = CLIENTS[kind](proxy.url, DEADLINE).get()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 4 * DEADLINE
+
+        async def steadily(worker: int) -> int:
+            done = 0
+            while loop.time() < until:
+                assert await connection.execute("INCR", f"worker:{worker}") == done + 1
+                done += 1
+            return done
+
+        counts = await asyncio.gather(*(steadily(worker) for worker in range(8)))
+        assert all(count > 0 for count in counts)
+        # One pipelined connection; redis-py's pool opens one per concurrent command at most.
+        assert proxy.connections == 1 if kind == "fast" else proxy.connections <= 8
+
+
+async def test_a_refused_password_is_an_error_reply_not_an_outage(tmp_path):
+    with redis_server(tmp_path) as redis:
+        connection = RedisClients(f"redis://:wrong@127.0.0.1:{redis.port}/0", DEADLINE).get()
+        with pytest.raises(RedisError, match="AUTH"):
+            await connection.execute("PING")

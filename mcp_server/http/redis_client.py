@@ -326,8 +326,12 @@ class RedisConnection(ScriptRunner):
             setup.append(("SELECT", int(db)))
         if setup:
             futures = protocol.send(b"".join(_encode(command) for command in setup), len(setup))
-            for future in futures:
-                await future
+            try:
+                for future in futures:
+                    await future
+            except RedisError:
+                protocol.transport.close()  # a wrong password, say: not a connection to keep
+                raise
         return protocol
 
     async def execute(self, *args: Any) -> Any:

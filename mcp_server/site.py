@@ -92,10 +92,7 @@ def build_redis_clients() -> Any:
     from .http.redispy_client import RedisPyClients
 
     s = mcp_settings
-    timeout = s.REDIS_COMMAND_TIMEOUT
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise ImproperlyConfigured(f"MCP_SERVER['REDIS_COMMAND_TIMEOUT'] must be a positive number "
-                                   f"of seconds, not {timeout!r}")
+    timeout = _redis_command_timeout()
     if s.REDIS_OPTIONS is not None and not isinstance(s.REDIS_OPTIONS, dict):
         raise ImproperlyConfigured(f"MCP_SERVER['REDIS_OPTIONS'] must be a dict of redis-py options, "
                                    f"not {type(s.REDIS_OPTIONS).__name__}")
@@ -106,6 +103,14 @@ def build_redis_clients() -> Any:
         return RedisPyClients(s.REDIS_URL, timeout, options=s.REDIS_OPTIONS,
                               factory=s.REDIS_CLIENT_FACTORY)
     return RedisClients(s.REDIS_URL, timeout)
+
+
+def _redis_command_timeout() -> float:
+    timeout = mcp_settings.REDIS_COMMAND_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ImproperlyConfigured(f"MCP_SERVER['REDIS_COMMAND_TIMEOUT'] must be a positive number "
+                                   f"of seconds, not {timeout!r}")
+    return timeout
 
 
 def build_stores() -> tuple[Any, Any]:
@@ -123,6 +128,7 @@ def build_stores() -> tuple[Any, Any]:
     from .http.shared_state import LocalState, RedisState
 
     s = mcp_settings
+    _redis_command_timeout()  # a wrong value is refused even where Redis is not used yet
     if not s.REDIS_URL:
         for key in ("REDIS_OPTIONS", "REDIS_CLIENT_FACTORY"):
             if s.is_set(key) and getattr(s, key) is not None:

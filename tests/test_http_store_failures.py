@@ -71,6 +71,7 @@ def test_a_redis_that_stops_answering_gets_503_at_once_and_the_process_recovers_
             listener.close()
             assert client.delete(url=server.url).status_code == 503
             assert server.process.poll() is None
+            assert "Redis did not answer within 1 s" in server.log  # REDIS_COMMAND_TIMEOUT
 
             proxy.resume()
             wait_until(lambda: echo(client, server.url, "after").status == 200, 60,

@@ -423,6 +423,7 @@ class RecordingLocalState(LocalState):
     ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_COMMAND_TIMEOUT": 0},
      r"REDIS_COMMAND_TIMEOUT'\] must be a positive number of seconds, not 0"),
     ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_COMMAND_TIMEOUT": "5"}, r"not '5'"),
+    ({"REDIS_COMMAND_TIMEOUT": -1}, r"REDIS_COMMAND_TIMEOUT'\] must be a positive number of seconds, not -1"),
     ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_OPTIONS": "ssl=true"},
      r"must be a dict of redis-py options"),
     ({"REDIS_OPTIONS": {"ssl": True}}, r"REDIS_OPTIONS'\] needs REDIS_URL"),

@@ -7,6 +7,7 @@ touching anyone else's), alone or behind a loopback proxy that stops forwarding 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.db import connection
@@ -22,6 +23,7 @@ from .http_cluster import (
     next_event,
     open_stream,
     require_services,
+    twin,
     wait_until,
 )
 from .http_harness import DaphneServer, HTTPClient
@@ -126,35 +128,49 @@ def test_after_redis_loses_its_data_broadcasts_resumes_and_delete_recover_within
         call_tool(first, a.url, "define_extra_tool", {"name": "before_the_flush"})
         for stream in (first_stream, second_stream):
             assert next_event(stream).message["method"] == LIST_CHANGED
+        # A call in flight on B, which only a cancel or the end of the session stops.
+        waiting = twin(first, b.url)
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(waiting.request, "tools/call", {"name": "wait_for_cancel",
+                                                               "arguments": {"limit": 120}},
+                               request_id="in-flight", url=b.url)
 
-        direct.flushall()  # a failover to an empty replica looks the same
-        assert direct.zcard(GROUP_KEY) == 0
-        # The documented bounds: group membership is renewed every GROUP_REJOIN_INTERVAL, a
-        # listening stream's claim every KEEPALIVE_INTERVAL.
-        wait_until(lambda: direct.zcard(GROUP_KEY) == 2, GROUP_REJOIN_INTERVAL + SLACK,
-                   "both processes to be back in the group")
-        wait_until(lambda: all(int(direct.get(f"mcp:held:{client.session_id}") or 0) == 1
-                               for client in (first, second)), keepalive + SLACK,
-                   "the streams' claims to be renewed")
+            def claims() -> dict[str, int]:
+                return {client.session_id: int(direct.get(f"mcp:held:{client.session_id}") or 0)
+                        for client in (first, second)}
 
-        # A broadcast from A reaches the GET streams B holds.
-        call_tool(first, a.url, "define_extra_tool", {"name": "after_the_flush"})
-        seen = next_event(second_stream)
-        assert seen.message["method"] == LIST_CHANGED
-        assert next_event(first_stream).message["method"] == LIST_CHANGED
+            expected = {first.session_id: 2, second.session_id: 1}  # streams, and the call
+            wait_until(lambda: claims() == expected, SLACK, "the call to be in flight")
 
-        # A client that misses a broadcast resumes on the other process and gets it.
-        second_stream.close()
-        call_tool(first, a.url, "define_extra_tool", {"name": "while_away"})
-        assert next_event(first_stream).message["method"] == LIST_CHANGED
-        resumed = open_stream(second, a.url, last_event_id=seen.id, timeout=SLACK)
-        missed = next_event(resumed)
-        assert missed.message["method"] == LIST_CHANGED and missed.id != seen.id
-        resumed.close()
+            direct.flushall()  # a failover to an empty replica looks the same
+            assert direct.zcard(GROUP_KEY) == 0 and claims() == {first.session_id: 0, second.session_id: 0}
+            # The documented bound: every GROUP_REJOIN_INTERVAL, each process renews its group
+            # membership and finds its marker gone: it claims its streams and requests again.
+            wait_until(lambda: direct.zcard(GROUP_KEY) == 2, GROUP_REJOIN_INTERVAL + SLACK,
+                       "both processes to be back in the group")
+            wait_until(lambda: claims() == expected, GROUP_REJOIN_INTERVAL + SLACK,
+                       "the claims of the streams and the call to be made again")
 
-        # DELETE on A ends the stream B holds since before the flush.
-        assert first.delete(url=a.url).status_code == 200
-        ends(first_stream, timeout=SLACK)
+            # A broadcast from A reaches the GET streams B holds.
+            call_tool(first, a.url, "define_extra_tool", {"name": "after_the_flush"})
+            seen = next_event(second_stream)
+            assert seen.message["method"] == LIST_CHANGED
+            assert next_event(first_stream).message["method"] == LIST_CHANGED
+
+            # A client that misses a broadcast resumes on the other process and gets it.
+            second_stream.close()
+            call_tool(first, a.url, "define_extra_tool", {"name": "while_away"})
+            assert next_event(first_stream).message["method"] == LIST_CHANGED
+            resumed = open_stream(second, a.url, last_event_id=seen.id, timeout=SLACK)
+            missed = next_event(resumed)
+            assert missed.message["method"] == LIST_CHANGED and missed.id != seen.id
+            resumed.close()
+
+            # DELETE on A ends the stream B holds since before the flush, and stops the call
+            # there: it sends nothing more (long before its 120 s limit).
+            assert first.delete(url=a.url).status_code == 200
+            ends(first_stream, timeout=SLACK)
+            assert call.result(timeout=SLACK).response is None
         assert second.request("ping", url=b.url).response["result"] == {}
 
 

@@ -40,8 +40,12 @@ T = TypeVar("T")
 RUNTIME_GROUP = "mcp.runtime"
 # Seconds between renewals of this process's membership of the group: Channels expires it after a
 # day, and a Redis that lost its data (a flush, a failover to an empty replica) has forgotten it,
-# when broadcasts and session ends stop reaching this process until the next renewal.
+# when broadcasts and session ends stop reaching this process until the next renewal. The claims
+# of its streams and requests are made again at the same time.
 GROUP_REJOIN_INTERVAL = 10.0
+# How long this process's marker in the shared state lives: gone sooner, the shared state lost
+# its data, and the process claims again what it holds (an expired marker costs one needless look).
+MARKER_TTL = 24 * 3600.0
 # Seconds a send or group change on the channel layer may take (a connection and a command, each
 # bounded by the layer's own socket timeout, can add up to more) before the request gets 503.
 LAYER_TIMEOUT = 10.0
@@ -191,13 +195,17 @@ class Runtime:
                 transport.server.report_exception(exc, {"housekeeping": "sessions"})
 
     async def _rejoin_forever(self) -> None:
-        """Renew this process's group membership (see :data:`GROUP_REJOIN_INTERVAL`)."""
+        """Renew this process's group membership, and when the shared state has lost this
+        process's marker (Redis lost its data), its claims (see :data:`GROUP_REJOIN_INTERVAL`)."""
+        marker = f"process:{self.channel}"
         while True:
             await asyncio.sleep(GROUP_REJOIN_INTERVAL)
             try:
                 await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
+                if await self.transport.state.add(marker, "1", MARKER_TTL):
+                    await self.transport.reclaim(self)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("renewing the group membership failed (%s: %s); retrying in %g s",
-                               type(exc).__name__, exc, GROUP_REJOIN_INTERVAL)
+                logger.warning("renewing the group membership and claims failed (%s: %s); retrying "
+                               "in %g s", type(exc).__name__, exc, GROUP_REJOIN_INTERVAL)

@@ -155,7 +155,7 @@ class StreamableHTTPTransport:
         value = f"{self.runtime.channel_key}|{token}"
         key, held = self._stream_key(session_id, stream), self._held_key(session_id)
         # A claim that is gone (Redis lost its data: a flush, a failover to an empty replica) is
-        # made again, counted, so that deliveries and a DELETE reach this stream again.
+        # made again, and counted, as reclaim() does: whichever comes first counts it.
         if not await self.state.add_counted(key, value, self.stream_claim_ttl, held, HELD_TTL):
             await self.state.set(key, value, self.stream_claim_ttl)
             await self.state.touch(held, HELD_TTL)  # a stream may outlive a day
@@ -204,11 +204,30 @@ class StreamableHTTPTransport:
         })
         return True
 
+    @property
+    def request_claim_ttl(self) -> float:
+        return (self.server_to_client_request_timeout or 600) * 2 + 3600
+
     async def claim_request(self, session_id: str, request_id: Any) -> bool:
-        ttl = (self.server_to_client_request_timeout or 600) * 2 + 3600
-        key = f"req:{session_id}:{request_key(request_id)}"
-        return await self.state.add_counted(key, self.runtime.channel_key, ttl, self._held_key(session_id),
-                                            max(ttl, HELD_TTL))
+        return await self._claim_request(session_id, request_key(request_id), self.runtime)
+
+    async def _claim_request(self, session_id: str, key: str, runtime: Runtime) -> bool:
+        ttl = self.request_claim_ttl
+        return await self.state.add_counted(f"req:{session_id}:{key}", runtime.channel_key, ttl,
+                                            self._held_key(session_id), max(ttl, HELD_TTL))
+
+    async def reclaim(self, runtime: Runtime) -> None:
+        """Claim again what ``runtime``'s process holds, where the claim is gone (Redis lost its
+        data: a flush, a failover to an empty replica), so that deliveries, cancels and a DELETE
+        reach its streams and requests again. A claim still there is left as it is."""
+        for (session_id, stream), listener in list(runtime.streams.items()):
+            await self.state.add_counted(self._stream_key(session_id, stream),
+                                         f"{runtime.channel_key}|{listener.token}", self.stream_claim_ttl,
+                                         self._held_key(session_id), HELD_TTL)
+        for session_id, key in list(runtime.in_flight):
+            # Checked at the last moment: a request that ended meanwhile has released its claim.
+            if (session_id, key) in runtime.in_flight:
+                await self._claim_request(session_id, key, runtime)
 
     async def release_request(self, session_id: str, request_id: Any) -> None:
         await self.state.delete_counted(f"req:{session_id}:{request_key(request_id)}",

@@ -66,7 +66,8 @@ def redis_server(tmp_path: Path, port: int | None = None) -> Iterator[RedisServe
 
 class PausableProxy:
     """Forwards 127.0.0.1:``port`` to 127.0.0.1:``target_port``; :meth:`pause` holds every byte
-    (in both directions, on open and new connections alike) until :meth:`resume`."""
+    (in both directions, on open and new connections alike) until :meth:`resume`, as a network
+    partition does: what a connection closed meanwhile had sent is dropped."""
 
     def __init__(self, target_port: int):
         self.target_port = target_port
@@ -115,6 +116,8 @@ class PausableProxy:
             if not data:
                 break
             await self._flowing.wait()
+            if reader.at_eof():
+                break  # its sender is gone: lost with the partition, as on a real network
             writer.write(data)
             await writer.drain()
         writer.close()

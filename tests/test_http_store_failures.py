@@ -89,6 +89,36 @@ def test_a_redis_that_stops_answering_gets_503_at_once_and_the_process_recovers_
             server.stop()
 
 
+def test_a_request_that_ends_while_redis_does_not_answer_frees_its_id_once_redis_is_back(
+        django_db_setup, transactional_db, tmp_path):
+    require_services()
+    with redis_server(tmp_path) as redis, pausable_proxy(redis.port) as proxy, redis.client() as direct:
+        # JSON responses: the call's answer needs no Redis, only the release of its id does.
+        server = DaphneServer(mcp_settings={"REDIS_COMMAND_TIMEOUT": 1, "ENABLE_JSON_RESPONSE": True},
+                              env={"REDIS_URL": proxy.url})
+        try:
+            client = new_session(server.url)
+            claim = f"mcp:req:{client.session_id}:sslow"  # the claim of request id "slow"
+            with ThreadPoolExecutor(1) as pool:
+                call = pool.submit(twin(client, server.url).request, "tools/call", {
+                    "name": "wait_for_cancel", "arguments": {"limit": 5}}, request_id="slow", url=server.url)
+                wait_until(lambda: direct.exists(claim), SLACK, "the call to be in flight")
+                proxy.pause()
+                answer = call.result(timeout=SLACK)
+            assert answer.status == 200
+            assert answer.response["result"]["content"][0]["text"] == "never cancelled"
+            wait_until(lambda: f"releasing req:{client.session_id}:sslow failed" in server.log, SLACK,
+                       "the release to fail")
+            assert direct.exists(claim)
+            proxy.resume()
+            wait_until(lambda: not direct.exists(claim), SLACK, "the claim to be released in the background")
+            again = client.request("tools/call", {"name": "echo", "arguments": {"message": "again"}},
+                                   request_id="slow", url=server.url)
+            assert again.status == 200 and again.response["result"]["content"][0]["text"] == "again"
+        finally:
+            server.stop()
+
+
 def test_a_process_whose_first_request_finds_redis_not_answering_starts_once_it_answers(
         django_db_setup, transactional_db, tmp_path):
     require_services()

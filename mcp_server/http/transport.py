@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from django.conf import settings
 from mcp_protocol import methods
 
 from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore
+from .redis_client import Backoff, RedisUnavailable
 from .runtime import RUNTIME_GROUP, Runtime, on_layer
 from .session import request_key
 from .session_store import SessionStore
@@ -30,9 +32,14 @@ from .subscriptions import SubscriptionStore
 if TYPE_CHECKING:
     from ..server import Server
 
+logger = logging.getLogger("mcp_server.http")
+
 MIB = 1024 * 1024
 # How long a session's count of claims outlives its last claim (a day): past that, it reads 0.
 HELD_TTL = 24 * 3600.0
+# Attempts at releasing a request's claim that Redis did not take when the request ended (about
+# ten minutes of retries, each delay doubling up to 30 s).
+RELEASE_ATTEMPTS = 25
 
 
 class StreamableHTTPTransport:
@@ -230,8 +237,25 @@ class StreamableHTTPTransport:
                 await self._claim_request(session_id, key, runtime)
 
     async def release_request(self, session_id: str, request_id: Any) -> None:
-        await self.state.delete_counted(f"req:{session_id}:{request_key(request_id)}",
-                                        self._held_key(session_id))
+        key, held = f"req:{session_id}:{request_key(request_id)}", self._held_key(session_id)
+        try:
+            await self.state.delete_counted(key, held)
+        except RedisUnavailable as exc:
+            # The request is over; its id must not stay taken (409) for the claim's whole life
+            # because Redis did not answer just now: released in the background once it does.
+            logger.warning("releasing %s failed (%s); retrying in the background", key, exc)
+            self._spawn(asyncio.get_running_loop(), self._release_later(key, held))
+
+    async def _release_later(self, key: str, held: str) -> None:
+        backoff = Backoff(base=0.5, cap=30.0)
+        for _attempt in range(RELEASE_ATTEMPTS):
+            await asyncio.sleep(backoff.next_delay())
+            try:
+                await self.state.delete_counted(key, held)
+                return
+            except RedisUnavailable:
+                continue
+        # Past this, the claim lapses at the end of its time to live.
 
     async def route_cancel(self, session_id: str, request_id: Any, reason: str | None) -> None:
         key = request_key(request_id)

@@ -93,12 +93,25 @@ DEFAULTS: dict[str, Any] = {
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,
+    # Seconds a Redis command may take; past it the request gets 503 and the connection is
+    # replaced (reconnecting with backoff), so a Redis that stops answering stalls nothing.
+    "REDIS_COMMAND_TIMEOUT": 5,
+    # A dict: the stores talk to Redis through redis-py, Redis.from_url(REDIS_URL, **REDIS_OPTIONS)
+    # (TLS certificates, say), instead of the faster built-in client.
+    "REDIS_OPTIONS": None,
+    # Dotted path of factory(REDIS_URL) -> redis.asyncio.Redis (Sentinel, say); also redis-py.
+    "REDIS_CLIENT_FACTORY": None,
+    # Dotted paths of the shared state and event store classes; None: Redis ones with REDIS_URL,
+    # else process memory and database rows. See site.build_stores for how they are called.
+    "SHARED_STATE_CLASS": None,
+    "EVENT_STORE_CLASS": None,
     # stdio: the longest accepted line; a longer one closes the connection.
     "STDIO_MAX_LINE_BYTES": 4 * 1024 * 1024,
 }
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
-           "SESSION_REQUEST_VALIDATOR")
+           "SESSION_REQUEST_VALIDATOR", "REDIS_CLIENT_FACTORY", "SHARED_STATE_CLASS",
+           "EVENT_STORE_CLASS")
 
 
 class MCPSettings:

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .configuration import Configuration
 from .server import Server
 from .settings import mcp_settings
@@ -67,16 +69,9 @@ def get_transport() -> Any:
 
 def build_transport(server: Server) -> Any:
     from .http import StreamableHTTPTransport
-    from .http.event_store import DatabaseEventStore, RedisEventStore
-    from .http.shared_state import LocalState, RedisState
 
     s = mcp_settings
-    # With Redis, SSE events are stored there too: a database row per event, written from a worker
-    # thread, costs more than the rest of a call (docs/performance.md).
-    limits = {"max_events": s.MAX_STORED_EVENTS_PER_SESSION,
-              "max_bytes": s.MAX_STORED_EVENT_BYTES_PER_SESSION}
-    events = RedisEventStore(s.REDIS_URL, s.EVENT_RETENTION, **limits) if s.REDIS_URL \
-        else DatabaseEventStore(**limits)
+    state, events = build_stores()
     return StreamableHTTPTransport(
         server, stateless=s.STATELESS, enable_json_response=s.ENABLE_JSON_RESPONSE,
         allowed_hosts=s.ALLOWED_HOSTS, allowed_origins=s.ALLOWED_ORIGINS,
@@ -88,12 +83,74 @@ def build_transport(server: Server) -> Any:
         server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
         keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
         process_heartbeat_interval=s.PROCESS_HEARTBEAT_INTERVAL,
-        shared_state=RedisState(s.REDIS_URL) if s.REDIS_URL else LocalState(), event_store=events,
+        shared_state=state, event_store=events,
         max_sessions_per_principal=s.MAX_SESSIONS_PER_PRINCIPAL,
         max_streams_per_session=s.MAX_STREAMS_PER_SESSION,
         max_subscriptions_per_session=s.MAX_SUBSCRIPTIONS_PER_SESSION,
         max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES,
     )
+
+
+def build_redis_clients() -> Any:
+    """The Redis connections of the stores: the built-in pipelined client, or redis-py's when
+    ``REDIS_OPTIONS`` or ``REDIS_CLIENT_FACTORY`` is set."""
+    from .http.redis_client import RedisClients
+    from .http.redispy_client import RedisPyClients
+
+    s = mcp_settings
+    timeout = _redis_command_timeout()
+    if s.REDIS_OPTIONS is not None and not isinstance(s.REDIS_OPTIONS, dict):
+        raise ImproperlyConfigured(f"MCP_SERVER['REDIS_OPTIONS'] must be a dict of redis-py options, "
+                                   f"not {type(s.REDIS_OPTIONS).__name__}")
+    if s.REDIS_OPTIONS is not None or s.REDIS_CLIENT_FACTORY is not None:
+        if s.REDIS_OPTIONS is not None and s.REDIS_CLIENT_FACTORY is not None:
+            raise ImproperlyConfigured("MCP_SERVER sets both REDIS_OPTIONS and REDIS_CLIENT_FACTORY: "
+                                       "the factory makes the client, so the options would be ignored")
+        return RedisPyClients(s.REDIS_URL, timeout, options=s.REDIS_OPTIONS,
+                              factory=s.REDIS_CLIENT_FACTORY)
+    return RedisClients(s.REDIS_URL, timeout)
+
+
+def _redis_command_timeout() -> float:
+    timeout = mcp_settings.REDIS_COMMAND_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ImproperlyConfigured(f"MCP_SERVER['REDIS_COMMAND_TIMEOUT'] must be a positive number "
+                                   f"of seconds, not {timeout!r}")
+    return timeout
+
+
+def build_stores() -> tuple[Any, Any]:
+    """The shared state and the event store of the default transport.
+
+    Without ``REDIS_URL``: process memory and database rows, and a class named by
+    ``SHARED_STATE_CLASS`` / ``EVENT_STORE_CLASS`` is called with no argument. With it: the Redis
+    stores (with Redis, SSE events are stored there too: a database row per event, written from a
+    worker thread, costs more than the rest of a call, docs/performance.md), and a class named is
+    called as ``cls(REDIS_URL, clients=...)`` (the event store: ``cls(REDIS_URL, EVENT_RETENTION,
+    clients=...)``), ``clients.get()`` giving a connection; :class:`LocalState` and
+    :class:`DatabaseEventStore` need no Redis and are called with no argument. An event store
+    also gets the stored-event limits, as ``max_events=`` and ``max_bytes=``.
+    """
+    from .http.event_store import DatabaseEventStore, RedisEventStore
+    from .http.shared_state import LocalState, RedisState
+
+    s = mcp_settings
+    limits = {"max_events": s.MAX_STORED_EVENTS_PER_SESSION,
+              "max_bytes": s.MAX_STORED_EVENT_BYTES_PER_SESSION}
+    _redis_command_timeout()  # a wrong value is refused even where Redis is not used yet
+    if not s.REDIS_URL:
+        for key in ("REDIS_OPTIONS", "REDIS_CLIENT_FACTORY"):
+            if s.is_set(key) and getattr(s, key) is not None:
+                raise ImproperlyConfigured(f"MCP_SERVER[{key!r}] needs REDIS_URL: without it nothing "
+                                           f"uses Redis")
+        return (s.SHARED_STATE_CLASS or LocalState)(), (s.EVENT_STORE_CLASS or DatabaseEventStore)(**limits)
+    clients = build_redis_clients()
+    state_class = s.SHARED_STATE_CLASS or RedisState
+    event_class = s.EVENT_STORE_CLASS or RedisEventStore
+    state = state_class() if state_class is LocalState else state_class(s.REDIS_URL, clients=clients)
+    events = event_class(**limits) if event_class is DatabaseEventStore else \
+        event_class(s.REDIS_URL, s.EVENT_RETENTION, clients=clients, **limits)
+    return state, events
 
 
 def reset() -> None:

@@ -35,18 +35,20 @@ def require_services() -> None:
     require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
 
 
-def redis_client(db: int) -> Any:
+def redis_client(db: int, port: int | None = None) -> Any:
     import redis
 
-    return redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db, decode_responses=True)
+    return redis.Redis(host=REDIS_HOST, port=port or REDIS_PORT, db=db, decode_responses=True)
 
 
 @contextlib.contextmanager
-def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None) -> Iterator[list[DaphneServer]]:
-    """``count`` daphne processes on one database and one (freshly flushed) Redis database."""
-    with redis_client(redis_db) as client:
+def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
+            redis_port: int | None = None) -> Iterator[list[DaphneServer]]:
+    """``count`` daphne processes on one database and one (freshly flushed) Redis database (of
+    the Redis on ``redis_port``: one a test started, say)."""
+    with redis_client(redis_db, redis_port) as client:
         client.flushdb()
-    env = {"REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}"}
+    env = {"REDIS_URL": f"redis://{REDIS_HOST}:{redis_port or REDIS_PORT}/{redis_db}"}
     servers: list[DaphneServer] = []
     try:
         for _ in range(count):

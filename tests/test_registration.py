@@ -18,6 +18,7 @@ from django.utils.module_loading import import_string
 
 import mcp_server
 from mcp_server import ConfigurationError, Server, configure, get_server, site
+from mcp_server.http.shared_state import LocalState, RedisState
 from mcp_server.settings import DEFAULTS, mcp_settings
 
 from .harness import InProcessClient, StdioServer
@@ -324,7 +325,6 @@ def allow_everything(request, session_id):
 
 
 def test_http_settings_shape_the_default_transport(default_server_restored):
-    from mcp_server.http.shared_state import LocalState, RedisState
     from mcp_server.site import get_transport
 
     assert get_transport().allowed_hosts == list(settings.ALLOWED_HOSTS)
@@ -361,13 +361,123 @@ def test_stored_event_limits_shape_the_event_store(default_server_restored, redi
         get_transport()
 
 
+# --- Redis and the stores ------------------------------------------------------------------------
+
+REDIS_STORE_SETTINGS = ("REDIS_COMMAND_TIMEOUT", "REDIS_OPTIONS", "REDIS_CLIENT_FACTORY",
+                        "SHARED_STATE_CLASS", "EVENT_STORE_CLASS")
+
+
+def redis_url_for_tests() -> str:
+    from .http_cluster import REDIS_HOST, REDIS_PORT
+    from .services import reachable, require
+
+    require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/9"
+
+
+FACTORY_CALLS: list[str] = []
+
+
+def redis_factory(url: str) -> Any:
+    import redis.asyncio
+
+    FACTORY_CALLS.append(url)
+    return redis.asyncio.Redis.from_url(url, client_name="from-factory")
+
+
+def run_on_stores(transport: Any, *commands: tuple) -> list:
+    """Run Redis commands on the transport's shared-state connection, in a fresh event loop."""
+    import asyncio
+
+    async def run() -> list:
+        connection = transport.state.clients.get()
+        return [await connection.execute(*command) for command in commands]
+
+    return asyncio.run(run())
+
+
+def test_redis_command_timeout_and_client_settings_are_honoured(default_server_restored):
+    from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
+    from mcp_server.http.redis_client import RedisClients
+    from mcp_server.http.redispy_client import RedisPyClients
+    from mcp_server.site import get_transport
+
+    url = redis_url_for_tests()
+    with override_settings(MCP_SERVER=demo_with(REDIS_URL=url, REDIS_COMMAND_TIMEOUT=2.5,
+                                                AUTODISCOVER=False)):
+        transport = get_transport()
+        assert isinstance(transport.state, RedisState) and isinstance(transport.events, RedisEventStore)
+        # The fast client, shared by both stores, with the deadline asked for.
+        assert isinstance(transport.state.clients, RedisClients)
+        assert transport.events.clients is transport.state.clients
+        assert transport.state.clients.command_timeout == 2.5
+    with override_settings(MCP_SERVER=demo_with(REDIS_URL=url, REDIS_OPTIONS={"client_name": "with-options"},
+                                                AUTODISCOVER=False)):
+        transport = get_transport()
+        assert isinstance(transport.state.clients, RedisPyClients)
+        assert transport.events.clients is transport.state.clients
+        assert run_on_stores(transport, ("CLIENT", "GETNAME")) == ["with-options"]
+    FACTORY_CALLS.clear()
+    with override_settings(MCP_SERVER=demo_with(REDIS_URL=url, REDIS_CLIENT_FACTORY=f"{HERE}.redis_factory",
+                                                AUTODISCOVER=False)):
+        transport = get_transport()
+        assert run_on_stores(transport, ("CLIENT", "GETNAME"), ("SET", "mcp:probe", b"bytes"),
+                             ("GET", "mcp:probe")) == ["from-factory", "OK", "bytes"]
+        assert [url] == FACTORY_CALLS
+    # The store classes, by dotted path: with and without Redis.
+    with override_settings(MCP_SERVER=demo_with(
+            REDIS_URL=url, SHARED_STATE_CLASS=f"{HERE}.RecordingRedisState",
+            EVENT_STORE_CLASS="mcp_server.http.event_store.DatabaseEventStore", AUTODISCOVER=False)):
+        transport = get_transport()
+        assert type(transport.state) is RecordingRedisState and transport.state.url == url
+        assert isinstance(transport.state.clients, RedisClients)
+        assert type(transport.events) is DatabaseEventStore
+    with override_settings(MCP_SERVER=demo_with(SHARED_STATE_CLASS=f"{HERE}.RecordingLocalState",
+                                                AUTODISCOVER=False)):
+        transport = get_transport()
+        assert type(transport.state) is RecordingLocalState and type(transport.events) is DatabaseEventStore
+    assert isinstance(get_transport().state, LocalState if not settings.MCP_SERVER.get("REDIS_URL")
+                      else RedisState)
+
+
+class RecordingRedisState(RedisState):
+    pass
+
+
+class RecordingLocalState(LocalState):
+    pass
+
+
+@pytest.mark.parametrize(("settings_given", "message"), [
+    ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_COMMAND_TIMEOUT": 0},
+     r"REDIS_COMMAND_TIMEOUT'\] must be a positive number of seconds, not 0"),
+    ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_COMMAND_TIMEOUT": "5"}, r"not '5'"),
+    ({"REDIS_COMMAND_TIMEOUT": -1}, r"REDIS_COMMAND_TIMEOUT'\] must be a positive number of seconds, not -1"),
+    ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_OPTIONS": "ssl=true"},
+     r"must be a dict of redis-py options"),
+    ({"REDIS_OPTIONS": {"ssl": True}}, r"REDIS_OPTIONS'\] needs REDIS_URL"),
+    ({"REDIS_CLIENT_FACTORY": f"{HERE}.redis_factory"}, r"REDIS_CLIENT_FACTORY'\] needs REDIS_URL"),
+    ({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_OPTIONS": {},
+      "REDIS_CLIENT_FACTORY": f"{HERE}.redis_factory"},
+     r"both REDIS_OPTIONS and REDIS_CLIENT_FACTORY"),
+    ({"SHARED_STATE_CLASS": "no.such.State"}, r"SHARED_STATE_CLASS'\] = 'no.such.State' cannot be imported"),
+    ({"EVENT_STORE_CLASS": f"{HERE}.NoSuchStore"}, r"EVENT_STORE_CLASS'\] = .* cannot be imported"),
+])
+def test_bad_redis_settings_are_refused_clearly(default_server_restored, settings_given, message):
+    from mcp_server.site import get_transport
+
+    with override_settings(MCP_SERVER=demo_with(AUTODISCOVER=False, **settings_given)), \
+            pytest.raises(ImproperlyConfigured, match=message):
+        get_transport()
+
+
 def test_every_setting_is_covered_here():
     """A new key in DEFAULTS needs a test in this module (and test_stdio for STDIO_*)."""
     covered = {*IDENTITY, "PROTOCOL_VERSION", "EXCEPTION_REPORTER", "AROUND_REQUEST",
                "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
-               "REDIS_URL", *EVENT_STORE_SETTINGS}
+               "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS}
     assert covered == set(DEFAULTS)
 
 

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from channels.generic.http import AsyncHttpConsumer
+from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
 from .checks import Request, check_header_values, check_host_and_origin
-from .errors import HTTPError, internal_error
+from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
 from .post import handle_post
+from .redis_client import RedisUnavailable
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.http")
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOWED_METHODS = b"GET, POST, DELETE"
@@ -64,6 +69,14 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
             return
         except HTTPError as error:
             await self.reply_error(error)
+        except RedisUnavailable as exc:
+            logger.warning("%s %s: %s", request.method, request.path, exc)
+            await self.reply_error(unavailable(exc.retry_after))
+        except (OperationalError, InterfaceError) as exc:
+            # The database went away (restarted, failed over, this connection terminated): the
+            # next request gets a new connection, so the client should try again.
+            logger.warning("%s %s: the database failed: %s", request.method, request.path, exc)
+            await self.reply_error(unavailable(1.0, "the database"))
         except Exception as exc:
             self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
             await self.reply_error(internal_error())

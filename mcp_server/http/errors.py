@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mcp_protocol import jsonrpc
@@ -27,3 +28,9 @@ class HTTPError(Exception):
 
 def internal_error() -> HTTPError:
     return HTTPError(500, "Internal server error", code=INTERNAL_ERROR)
+
+
+def unavailable(retry_after: float, store: str = "the shared state") -> HTTPError:
+    """503: a store every process shares (Redis, the database) does not answer."""
+    return HTTPError(503, f"Service Unavailable: {store} does not answer; try again later",
+                     code=INTERNAL_ERROR, headers=[(b"retry-after", b"%d" % max(1, math.ceil(retry_after)))])

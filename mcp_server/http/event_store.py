@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.db.models import Q
 from django.utils import timezone
@@ -328,9 +328,10 @@ class RedisEventStore:
 
     def __init__(self, url: str, retention: float, prefix: str = "mcp:",
                  session_key: Callable[[str], str] | None = None, *,
-                 max_events: int | None = MAX_EVENTS, max_bytes: int | None = MAX_BYTES):
+                 max_events: int | None = MAX_EVENTS, max_bytes: int | None = MAX_BYTES,
+                 clients: Any = None):
         check_limits(max_events=max_events, max_bytes=max_bytes)
-        self.clients = RedisClients(url)
+        self.clients = clients if clients is not None else RedisClients(url)
         self.retention = retention
         self.prefix = prefix
         self._session_key = session_key or (lambda session_id: f"session:{session_id}")

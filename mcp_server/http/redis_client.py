@@ -9,8 +9,15 @@ every concurrent request share one connection and are answered in order (Redis a
 connection's commands in the order they came), which costs about 18 µs per command.
 
 It speaks RESP2, decodes replies as UTF-8 text, and understands ``redis://``, ``rediss://`` and
-``unix://`` URLs with a user name, password and database number, as redis-py does. Commands in
-flight when the connection drops fail with :class:`ConnectionError`; the next command reconnects.
+``unix://`` URLs with a user name, password and database number, as redis-py does.
+
+When Redis does not answer, nothing waits for long: every command has a deadline
+(``command_timeout``); past it the connection is dropped (the replies still due on it could no
+longer be matched to their commands) and every command waiting on it fails with
+:class:`RedisUnavailable`. After a failure the next connection is tried only after a delay that
+doubles with each failure in a row, with jitter, up to :data:`BACKOFF_CAP`; meanwhile commands fail
+at once. The first reply on a new connection ends the backoff. TCP keepalive finds a peer that
+vanished without closing the connection while nothing is asked of it.
 """
 
 from __future__ import annotations
@@ -18,37 +25,149 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import random
+import socket
 import ssl
+import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-CONNECT_TIMEOUT = 10.0
+# Seconds a command (or a connection attempt) may take before Redis counts as not answering.
+DEFAULT_COMMAND_TIMEOUT = 5.0
+# Reconnection delays: the first after a failure, and the most they grow to.
+BACKOFF_BASE = 0.05
+BACKOFF_CAP = 5.0
+# TCP keepalive: probe after this many idle seconds, then every KEEPALIVE_INTERVAL, and give up
+# after KEEPALIVE_COUNT unanswered probes.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3
 
 
 class RedisError(Exception):
     """An error reply of the server (``-ERR ...``)."""
 
 
-class _Protocol(asyncio.Protocol):
+class RedisUnavailable(ConnectionError):
+    """Redis did not answer in time, or cannot be reached (the endpoint answers 503)."""
+
+    def __init__(self, message: str, retry_after: float = 1.0):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Backoff:
+    """Exponential delays with jitter between attempts at something that keeps failing."""
+
+    def __init__(self, base: float | None = None, cap: float | None = None):
+        self.base = BACKOFF_BASE if base is None else base
+        self.cap = BACKOFF_CAP if cap is None else cap
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        """The delay before the next attempt, after one more failure: half of the exponential
+        step plus a random part of the other half, so processes that lost Redis together do
+        not all come back at the same instant."""
+        step = min(self.cap, self.base * 2 ** min(self.failures, 32))
+        self.failures += 1
+        return step / 2 + random.uniform(0, step / 2)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class ReconnectGate:
+    """Whether a new connection to Redis may be tried now: not while backing off from failures."""
+
     def __init__(self) -> None:
+        self.backoff = Backoff()
+        self.retry_at = 0.0  # monotonic time before which no attempt is made
+        self.last_error = ""
+
+    def check(self) -> None:
+        """Raise :class:`RedisUnavailable` at once while backing off."""
+        wait = self.retry_at - time.monotonic()
+        if wait > 0:
+            raise RedisUnavailable(f"Redis is unavailable ({self.last_error}); next attempt in "
+                                   f"{wait:.1f} s", retry_after=wait)
+
+    def failed(self, reason: str) -> None:
+        self.last_error = reason
+        self.retry_at = time.monotonic() + self.backoff.next_delay()
+
+    def recovered(self) -> None:
+        """Redis answered: the next failure is retried at once."""
+        self.backoff.reset()
+        self.retry_at = 0.0
+
+
+def set_keepalive(sock: socket.socket | None) -> None:
+    """TCP keepalive with the probe timings the platform lets us set."""
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+                        ("TCP_KEEPCNT", KEEPALIVE_COUNT)):
+        option = getattr(socket, name, None)
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
+                 on_lost: Callable[[_Protocol], None] | None = None) -> None:
+        self.on_lost = on_lost
         self.transport: asyncio.Transport | None = None
         self.waiting: collections.deque[asyncio.Future] = collections.deque()
         self.buffer = bytearray()
         self.lost: BaseException | None = None
+        self.answered = False  # a reply came on this connection
+        self.command_timeout = command_timeout
+        # (deadline, last future) of each write still unanswered, oldest first, and the one timer
+        # that watches the oldest (a timer per command would cost more than the command).
+        self.batches: collections.deque[tuple[float, asyncio.Future]] = collections.deque()
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        set_keepalive(transport.get_extra_info("socket"))
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        self.lost = exc or ConnectionError("the Redis connection was closed")
+        self._fail(RedisUnavailable(f"the Redis connection was lost: {exc or 'closed by Redis'}"))
+
+    def _fail(self, error: RedisUnavailable) -> None:
+        if self.lost is None:
+            self.lost = error
+            if self.on_lost is not None:
+                self.on_lost(self)
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        self.batches.clear()
         while self.waiting:
             future = self.waiting.popleft()
             if not future.done():
-                future.set_exception(ConnectionError(f"the Redis connection was lost: {self.lost}"))
+                future.set_exception(error)
+
+    def _watch(self) -> None:
+        """Fail the connection if its oldest unanswered write is past its deadline, else look
+        again at that deadline."""
+        self._watchdog = None
+        if self.lost is not None or not self.batches:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = self.batches[0][0]
+        if loop.time() < deadline:
+            self._watchdog = loop.call_at(deadline, self._watch)
+            return
+        # Replies still due on this connection can no longer be matched: drop it.
+        self._fail(RedisUnavailable(f"Redis did not answer within {self.command_timeout:g} s"))
+        if self.transport is not None:
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        self.answered = True
         while self.waiting:
             parsed = _parse(self.buffer, 0)
             if parsed is None:
@@ -56,6 +175,8 @@ class _Protocol(asyncio.Protocol):
             value, end = parsed
             del self.buffer[:end]
             future = self.waiting.popleft()
+            if self.batches and self.batches[0][1] is future:
+                self.batches.popleft()  # the last reply of that write
             if future.done():
                 continue  # its caller was cancelled
             if isinstance(value, RedisError):
@@ -64,10 +185,16 @@ class _Protocol(asyncio.Protocol):
                 future.set_result(value)
 
     def send(self, payload: bytes, count: int) -> list[asyncio.Future]:
+        if self.lost is not None:
+            raise RedisUnavailable(str(self.lost))
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(count)]
         self.waiting.extend(futures)
         self.transport.write(payload)
+        # Replies come in order: when the last one of this write is in, so are the others.
+        self.batches.append((loop.time() + self.command_timeout, futures[-1]))
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(self.batches[0][0], self._watch)
         return futures
 
 
@@ -118,13 +245,30 @@ def _encode(args: tuple[Any, ...]) -> bytes:
     return b"".join(parts)
 
 
-class RedisConnection:
+class ScriptRunner:
+    """``run_script`` over ``execute``, for every connection type that speaks to Redis."""
+
+    async def execute(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+    async def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except RedisError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+            return await self.execute("EVAL", script.source, len(keys), *keys, *args)
+
+
+class RedisConnection(ScriptRunner):
     """One connection to the Redis of ``url``; bound to the event loop that first uses it."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, command_timeout: float = DEFAULT_COMMAND_TIMEOUT):
         self.url = url
+        self.command_timeout = command_timeout
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Lock | None = None
+        self._gate = ReconnectGate()
 
     async def _connected(self) -> _Protocol:
         protocol = self._protocol
@@ -133,21 +277,44 @@ class RedisConnection:
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
-            if self._protocol is None or self._protocol.lost is not None:
-                self._protocol = await asyncio.wait_for(self._connect(), CONNECT_TIMEOUT)
+            protocol = self._protocol
+            if protocol is not None and protocol.lost is None:
+                return protocol
+            self._protocol = None
+            self._gate.check()
+            try:
+                self._protocol = await self._connect()
+            except (OSError, TimeoutError) as exc:
+                reason = f"cannot connect to Redis: {exc or 'timed out'}"
+                self._gate.failed(reason)
+                raise RedisUnavailable(reason) from exc
             return self._protocol
+
+    def _lost(self, protocol: _Protocol) -> None:
+        """A connection failed (once per connection): back off before the next one, unless it
+        worked until now (Redis restarted, say), when the first new attempt comes at once."""
+        if protocol.answered:
+            self._gate.recovered()
+        else:
+            self._gate.failed(str(protocol.lost))
 
     async def _connect(self) -> _Protocol:
         parts = urlsplit(self.url)
         loop = asyncio.get_running_loop()
         query = parse_qs(parts.query)
+
+        def factory() -> _Protocol:
+            return _Protocol(self.command_timeout, self._lost)
+
         if parts.scheme == "unix":
-            _, protocol = await loop.create_unix_connection(_Protocol, unquote(parts.path))
+            _, protocol = await asyncio.wait_for(
+                loop.create_unix_connection(factory, unquote(parts.path)), self.command_timeout)
             db = query.get("db", ["0"])[0]
         elif parts.scheme in ("redis", "rediss"):
             context = ssl.create_default_context() if parts.scheme == "rediss" else None
-            _, protocol = await loop.create_connection(
-                _Protocol, parts.hostname or "localhost", parts.port or 6379, ssl=context)
+            _, protocol = await asyncio.wait_for(loop.create_connection(
+                factory, parts.hostname or "localhost", parts.port or 6379, ssl=context),
+                self.command_timeout)
             db = (parts.path or "/").lstrip("/") or query.get("db", ["0"])[0]
         else:
             raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {self.url!r}")
@@ -159,8 +326,12 @@ class RedisConnection:
             setup.append(("SELECT", int(db)))
         if setup:
             futures = protocol.send(b"".join(_encode(command) for command in setup), len(setup))
-            for future in futures:
-                await future
+            try:
+                for future in futures:
+                    await future
+            except RedisError:
+                protocol.transport.close()  # a wrong password, say: not a connection to keep
+                raise
         return protocol
 
     async def execute(self, *args: Any) -> Any:
@@ -176,14 +347,6 @@ class RedisConnection:
         for future in futures:
             results.append(await future)
         return results
-
-    async def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any:
-        try:
-            return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except RedisError as exc:
-            if not str(exc).startswith("NOSCRIPT"):
-                raise
-            return await self.execute("EVAL", script.source, len(keys), *keys, *args)
 
     def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:
@@ -202,8 +365,9 @@ class Script:
 class RedisClients:
     """One :class:`RedisConnection` per event loop (a connection belongs to one loop)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, command_timeout: float = DEFAULT_COMMAND_TIMEOUT):
         self.url = url
+        self.command_timeout = command_timeout
         self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RedisConnection] = (
             weakref.WeakKeyDictionary()
         )
@@ -212,5 +376,5 @@ class RedisClients:
         loop = asyncio.get_running_loop()
         connection = self._connections.get(loop)
         if connection is None:
-            connection = self._connections[loop] = RedisConnection(self.url)
+            connection = self._connections[loop] = RedisConnection(self.url, self.command_timeout)
         return connection

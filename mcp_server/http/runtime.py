@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from channels.layers import get_channel_layer
 
@@ -28,16 +29,42 @@ from mcp_protocol.cancellation import Cancellation
 
 from ..outgoing import PendingRequests
 from .event_store import GET_STREAM
+from .redis_client import Backoff, RedisUnavailable
 
 if TYPE_CHECKING:
     from .listen import ListenStream
     from .transport import StreamableHTTPTransport
 
 logger = logging.getLogger("mcp_server.http")
+T = TypeVar("T")
 
 RUNTIME_GROUP = "mcp.runtime"
-# Channels expires group membership after a day; rejoin well before.
-GROUP_REJOIN_INTERVAL = 3600.0
+# Seconds between renewals of this process's membership of the group: Channels expires it after a
+# day, and a Redis that lost its data (a flush, a failover to an empty replica) has forgotten it,
+# when broadcasts and session ends stop reaching this process until the next renewal. The claims
+# of its streams and requests are made again at the same time.
+GROUP_REJOIN_INTERVAL = 10.0
+# How long this process's marker in the shared state lives: gone sooner, the shared state lost
+# its data, and the process claims again what it holds (an expired marker costs one needless look).
+MARKER_TTL = 24 * 3600.0
+# Seconds a send or group change on the channel layer may take (a connection and a command, each
+# bounded by the layer's own socket timeout, can add up to more) before the request gets 503.
+LAYER_TIMEOUT = 10.0
+
+
+async def on_layer(call: Awaitable[T]) -> T:
+    """Await a channel layer operation (a send, a group change) for at most
+    :data:`LAYER_TIMEOUT`; its Redis failing or not answering is :class:`RedisUnavailable` (the
+    request gets 503), like the shared state's."""
+    try:
+        async with asyncio.timeout(LAYER_TIMEOUT):
+            return await call
+    except TimeoutError as exc:
+        raise RedisUnavailable(f"the channel layer did not answer within {LAYER_TIMEOUT:g} s") from exc
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise RedisUnavailable(f"the channel layer failed: {type(exc).__name__}: {exc}") from exc
 
 
 class Runtime:
@@ -61,8 +88,9 @@ class Runtime:
     async def start(self) -> None:
         if self.layer is not None:
             self.channel = await self.layer.new_channel("mcp.process.")
-            await self.layer.group_add(RUNTIME_GROUP, self.channel)
+            await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
             self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
+            self._tasks.append(asyncio.create_task(self._rejoin_forever(), name="mcp-rejoin"))
         # Alive before claiming anything: a claim without a heartbeat reads as a dead process's.
         await self._beat()
         self._tasks.append(asyncio.create_task(self._heartbeat_forever(), name="mcp-heartbeat"))
@@ -89,25 +117,31 @@ class Runtime:
         if channel == self.channel_key:
             await self._handle(message)
         elif self.layer is not None:
-            await self.layer.send(channel, message)
+            await on_layer(self.layer.send(channel, message))
 
     async def send_to_all(self, message: dict) -> None:
         if self.layer is None:
             await self._handle(message)
         else:
-            await self.layer.group_send(RUNTIME_GROUP, message)
+            await on_layer(self.layer.group_send(RUNTIME_GROUP, message))
 
     # Receiving -------------------------------------------------------------------------------
     async def _receive_forever(self) -> None:
+        # While the layer's Redis does not answer, retry after growing delays (with jitter, so the
+        # processes that lost it together do not all come back at once), not in a tight loop.
+        backoff = Backoff(base=0.5, cap=10.0)
         while True:
             try:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("receiving from the channel layer failed; retrying")
-                await asyncio.sleep(1.0)
+            except Exception as exc:
+                delay = backoff.next_delay()
+                logger.warning("receiving from the channel layer failed (%s: %s); retrying in %.1f s",
+                               type(exc).__name__, exc, delay)
+                await asyncio.sleep(delay)
                 continue
+            backoff.reset()
             try:
                 await self._handle(message)
             except Exception as exc:
@@ -169,7 +203,7 @@ class Runtime:
     # Housekeeping ----------------------------------------------------------------------------
     async def _housekeeping(self) -> None:
         transport = self.transport
-        last_reap = last_join = time.monotonic()
+        last_reap = time.monotonic()
         while True:
             await asyncio.sleep(transport.activity_flush_interval)
             try:
@@ -178,10 +212,23 @@ class Runtime:
                 if now - last_reap >= transport.reap_interval:
                     last_reap = now
                     await transport.reap()
-                if self.layer is not None and now - last_join >= GROUP_REJOIN_INTERVAL:
-                    last_join = now
-                    await self.layer.group_add(RUNTIME_GROUP, self.channel)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 transport.server.report_exception(exc, {"housekeeping": "sessions"})
+
+    async def _rejoin_forever(self) -> None:
+        """Renew this process's group membership, and when the shared state has lost this
+        process's marker (Redis lost its data), its claims (see :data:`GROUP_REJOIN_INTERVAL`)."""
+        marker = f"process:{self.channel}"
+        while True:
+            await asyncio.sleep(GROUP_REJOIN_INTERVAL)
+            try:
+                await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
+                if await self.transport.state.add(marker, "1", MARKER_TTL):
+                    await self.transport.reclaim(self)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("renewing the group membership and claims failed (%s: %s); retrying "
+                               "in %g s", type(exc).__name__, exc, GROUP_REJOIN_INTERVAL)

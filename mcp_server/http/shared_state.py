@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from .redis_client import RedisClients, Script
 
@@ -136,12 +136,16 @@ return 1
 
 class RedisState:
     """Redis, shared by every process; one pipelined connection per event loop (see
-    :mod:`.redis_client`: redis-py's pool costs more CPU than the rest of a request)."""
+    :mod:`.redis_client`: redis-py's pool costs more CPU than the rest of a request).
 
-    def __init__(self, url: str, prefix: str = "mcp:") -> None:
+    ``clients`` gives the connections (``clients.get()``); by default those of
+    :class:`.redis_client.RedisClients` on ``url`` (:mod:`.redispy_client` has redis-py's).
+    """
+
+    def __init__(self, url: str, prefix: str = "mcp:", clients: Any = None) -> None:
         self.url = url
         self.prefix = prefix
-        self.clients = RedisClients(url)
+        self.clients = clients if clients is not None else RedisClients(url)
 
     async def add(self, key: str, value: str, ttl: float) -> bool:
         reply = await self.clients.get().execute("SET", self.prefix + key, value, "PX", _ms(ttl), "NX")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import logging
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,8 @@ from mcp_protocol import methods
 from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore, post_stream
 from .limits import StreamSlots, check_limits
 from .liveness import Liveness, holder_channel, request_stopped
-from .runtime import RUNTIME_GROUP, Runtime
+from .redis_client import Backoff, RedisUnavailable
+from .runtime import RUNTIME_GROUP, Runtime, on_layer
 from .session import request_key
 from .session_store import SessionStore
 from .shared_state import LocalState, SharedState
@@ -33,9 +35,14 @@ from .subscriptions import SubscriptionStore
 if TYPE_CHECKING:
     from ..server import Server
 
+logger = logging.getLogger("mcp_server.http")
+
 MIB = 1024 * 1024
 # How long a session's count of claims outlives its last claim (a day): past that, it reads 0.
 HELD_TTL = 24 * 3600.0
+# Attempts at releasing a request's claim that Redis did not take when the request ended (about
+# ten minutes of retries, each delay doubling up to 30 s).
+RELEASE_ATTEMPTS = 25
 
 
 class StreamableHTTPTransport:
@@ -161,7 +168,13 @@ class StreamableHTTPTransport:
         runtime = self._runtimes.get(loop)
         if runtime is None:
             runtime = self._runtimes[loop] = Runtime(self)
-            await runtime.start()
+            try:
+                await runtime.start()
+            except BaseException:
+                # Not half started (say, Redis not answering): the next request starts it again.
+                self._runtimes.pop(loop, None)
+                await runtime.stop()
+                raise
         return runtime
 
     # Routing between processes ---------------------------------------------------------------
@@ -204,13 +217,17 @@ class StreamableHTTPTransport:
     async def renew_stream(self, session_id: str, stream: str, token: str) -> bool:
         """Extend this stream's claim; False when another process took it over (this process
         was taken for dead: it missed its heartbeats), and this stream must end."""
-        key, value = self._stream_key(session_id, stream), f"{self.runtime.channel_key}|{token}"
+        key, held = self._stream_key(session_id, stream), self._held_key(session_id)
+        value = f"{self.runtime.channel_key}|{token}"
         current = await self.state.touch(key, self.stream_claim_ttl)
         if current is not None and current != value:
             return False
-        if current is None:  # lapsed: still ours unless claimed since
-            await self.state.set(key, value, self.stream_claim_ttl)
-        await self.state.touch(self._held_key(session_id), HELD_TTL)  # a stream may outlive a day
+        # A claim that is gone (it lapsed, or Redis lost its data: a flush, a failover to an empty
+        # replica) is still ours unless claimed since: made again, and counted, as reclaim() does.
+        if current is None and not await self.state.add_counted(key, value, self.stream_claim_ttl,
+                                                                held, HELD_TTL):
+            return await self.state.get(key) == value  # reclaim() made it meanwhile
+        await self.state.touch(held, HELD_TTL)  # a stream may outlive a day
         return True
 
     async def release_stream(self, session_id: str, stream: str, token: str) -> None:
@@ -261,21 +278,57 @@ class StreamableHTTPTransport:
     def _request_key(session_id: str, request_id: Any) -> str:
         return f"req:{session_id}:{request_key(request_id)}"
 
+    @property
+    def request_claim_ttl(self) -> float:
+        return (self.server_to_client_request_timeout or 600) * 2 + 3600
+
     async def claim_request(self, session_id: str, request_id: Any) -> bool:
         """False while the id is in flight in a live process; the request of a dead one gets its
         error first (:meth:`settle_orphaned_request`), then the id is claimed again."""
-        ttl = (self.server_to_client_request_timeout or 600) * 2 + 3600
         return await self._claim(session_id, self._request_key(session_id, request_id),
-                                 self.runtime.channel_key, ttl,
+                                 self.runtime.channel_key, self.request_claim_ttl,
                                  lambda: self._answer_stopped(session_id, request_id))
+
+    async def reclaim(self, runtime: Runtime) -> None:
+        """Claim again what ``runtime``'s process holds, where the claim is gone (Redis lost its
+        data: a flush, a failover to an empty replica), so that deliveries, cancels and a DELETE
+        reach its streams and requests again. A claim still there is left as it is."""
+        for (session_id, stream), listener in list(runtime.streams.items()):
+            await self.state.add_counted(self._stream_key(session_id, stream),
+                                         f"{runtime.channel_key}|{listener.token}", self.stream_claim_ttl,
+                                         self._held_key(session_id), HELD_TTL)
+        ttl = self.request_claim_ttl
+        for session_id, key in list(runtime.in_flight):
+            # Checked at the last moment: a request that ended meanwhile has released its claim.
+            if (session_id, key) in runtime.in_flight:
+                await self.state.add_counted(f"req:{session_id}:{key}", runtime.channel_key, ttl,
+                                             self._held_key(session_id), max(ttl, HELD_TTL))
 
     async def release_request(self, session_id: str, request_id: Any) -> None:
         # Only this process's claim: a process thought dead may find its id claimed anew. (A
         # request that ends while the transport closes has no runtime left to name it.)
-        runtime = self._runtimes.get(asyncio.get_running_loop())
-        await self.state.delete_counted(self._request_key(session_id, request_id),
-                                        self._held_key(session_id),
-                                        expected=runtime.channel_key if runtime is not None else None)
+        loop = asyncio.get_running_loop()
+        runtime = self._runtimes.get(loop)
+        key, held = self._request_key(session_id, request_id), self._held_key(session_id)
+        expected = runtime.channel_key if runtime is not None else None
+        try:
+            await self.state.delete_counted(key, held, expected=expected)
+        except RedisUnavailable as exc:
+            # The request is over; its id must not stay taken (409) for the claim's whole life
+            # because Redis did not answer just now: released in the background once it does.
+            logger.warning("releasing %s failed (%s); retrying in the background", key, exc)
+            self._spawn(loop, self._release_later(key, held, expected))
+
+    async def _release_later(self, key: str, held: str, expected: str | None) -> None:
+        backoff = Backoff(base=0.5, cap=30.0)
+        for _attempt in range(RELEASE_ATTEMPTS):
+            await asyncio.sleep(backoff.next_delay())
+            try:
+                await self.state.delete_counted(key, held, expected=expected)
+                return
+            except RedisUnavailable:
+                continue
+        # Past this, the claim lapses at the end of its time to live.
 
     async def request_in_flight(self, session_id: str, request_id: Any) -> bool:
         """Whether some process holds the request (alive or not yet known dead)."""
@@ -352,7 +405,7 @@ class StreamableHTTPTransport:
         (a management command, a Celery task)."""
         layer = get_channel_layer()
         if layer is not None:
-            await layer.group_send(RUNTIME_GROUP, message)
+            await on_layer(layer.group_send(RUNTIME_GROUP, message))
             return
         runtime = self._runtimes.get(asyncio.get_running_loop())
         if runtime is not None:

@@ -1,0 +1,156 @@
+"""Redis failures made on purpose: a Redis of the test's own on a free port (to flush or stop
+without touching anyone else's), and a loopback TCP proxy in front of it that stops forwarding on
+demand while keeping every connection open, as a Redis that hangs does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from .http_harness import free_port
+from .services import reachable, require
+
+
+class RedisServer:
+    """``redis-server`` on a free loopback port, with no persistence; stopped by :meth:`stop`."""
+
+    def __init__(self, tmp_path: Path, port: int | None = None):
+        binary = shutil.which("redis-server")
+        require(binary is not None, "needs redis-server installed to start a Redis of the test's own")
+        self.port = port or free_port()
+        self.log_path = tmp_path / f"redis-{self.port}.log"
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(tmp_path), "--logfile", str(self.log_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        )
+        from .http_cluster import wait_until
+
+        wait_until(lambda: self.process.poll() is not None or reachable("127.0.0.1", self.port, 0.2),
+                   30, "redis-server to listen")
+        assert self.process.poll() is None, self.log_path.read_text()
+
+    def url(self, db: int = 0, port: int | None = None) -> str:
+        return f"redis://127.0.0.1:{port or self.port}/{db}"
+
+    def client(self, db: int = 0):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db, decode_responses=True)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@contextlib.contextmanager
+def redis_server(tmp_path: Path, port: int | None = None) -> Iterator[RedisServer]:
+    """A Redis of the test's own (on ``port``: a restart of one that stopped)."""
+    server = RedisServer(tmp_path, port)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class PausableProxy:
+    """Forwards 127.0.0.1:``port`` to 127.0.0.1:``target_port``; :meth:`pause` holds every byte
+    (in both directions, on open and new connections alike) until :meth:`resume`, as a network
+    partition does: what a connection closed meanwhile had sent is dropped."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.connections = 0  # accepted so far
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="redis-proxy", daemon=True)
+        self._thread.start()
+        self._flowing: asyncio.Event | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._pumps: set[asyncio.Task] = set()
+        self._serving: set[asyncio.Task] = set()
+        self.port = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+
+    async def _start(self) -> int:
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, upstream_writer))
+        pumps = [asyncio.create_task(self._pump(reader, upstream_writer)),
+                 asyncio.create_task(self._pump(upstream_reader, writer))]
+        self._pumps.update(pumps)
+        serving = asyncio.current_task()
+        self._serving.add(serving)
+        try:
+            await asyncio.gather(*pumps, return_exceptions=True)
+        finally:
+            self._pumps.difference_update(pumps)
+            self._serving.discard(serving)
+            for each in (writer, upstream_writer):
+                self._writers.discard(each)
+                each.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            await self._flowing.wait()
+            if reader.at_eof():
+                break  # its sender is gone: lost with the partition, as on a real network
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def pause(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def resume(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def close(self) -> None:
+        async def shut() -> None:
+            self._flowing.set()
+            self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            for pump in list(self._pumps):
+                pump.cancel()
+            await asyncio.gather(*self._serving, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+@contextlib.contextmanager
+def pausable_proxy(target_port: int) -> Iterator[PausableProxy]:
+    proxy = PausableProxy(target_port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()

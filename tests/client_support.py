@@ -33,7 +33,7 @@ from mcp_server import Server, ServerSession, logging_levels
 
 from .harness import REPO
 from .http_harness import free_port
-from .waiting import PATIENCE, eventually  # noqa: F401 - shared with the client tests
+from .waiting import PATIENCE, eventually, wait_until  # noqa: F401 - shared with the client tests
 from .wire import (
     RESULT_TYPES,
     REVISIONS,
@@ -435,3 +435,14 @@ class ReferenceHTTPServer:
                 self.process.kill()
                 self.process.wait(5)
         self._log.close()
+
+
+def cancel_when(condition: Callable[[], Any], token: Any, **options: Any) -> None:
+    """Cancel ``token`` (an ``mcp_client.Cancellation``) from another thread, once ``condition()``
+    holds: a cancel that comes while its request is in a known state, whatever the machine's speed."""
+
+    def cancel() -> None:
+        wait_until(condition, what="the moment to cancel")
+        token.cancel(**options)
+
+    threading.Thread(target=cancel, daemon=True).start()

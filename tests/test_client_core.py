@@ -36,8 +36,8 @@ from mcp_client import (
 from mcp_protocol import MCPError
 from mcp_server import Server, ServerContext, ServerSession, Text, ToolResponse
 
-from .client_support import LATEST, InProcessTransport, WireCheck, every_message_checked
-from .waiting import PATIENCE, eventually, wait_until
+from .client_support import LATEST, InProcessTransport, WireCheck, cancel_when, every_message_checked
+from .waiting import PATIENCE, eventually
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
 CAPABILITIES = {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
@@ -596,16 +596,6 @@ async def test_every_request_method_takes_a_cancellation():
             await call
     assert transport.wire.methods_sent() == ["initialize", "notifications/initialized"]
     await client.close()
-
-
-def cancel_when(condition: Any, token: Cancellation, **options: Any) -> None:
-    """Cancel ``token`` from another thread, once ``condition()`` holds."""
-
-    def cancel() -> None:
-        wait_until(condition, what="the moment to cancel")
-        token.cancel(**options)
-
-    threading.Thread(target=cancel, daemon=True).start()
 
 
 @pytest.mark.feature("CAN-08")

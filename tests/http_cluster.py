@@ -145,7 +145,7 @@ def open_session(url: str, revision: str = "2025-11-25") -> str:
     message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": revision, "capabilities": {}, "clientInfo": CLIENT_INFO}}
     check_client_message(message, revision)
-    response = httpx.post(url, json=message, timeout=10, headers={
+    response = httpx.post(url, json=message, timeout=PATIENCE, headers={
         "accept": "application/json, text/event-stream"})
     assert response.status_code == 200, response.text
     check_server_message(response.json(), revision, "initialize")

@@ -282,7 +282,7 @@ class Listener:
         self._response: httpx.Response | None = None
         self._thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
         self._thread.start()
-        assert self.opened.wait(15), "the GET stream did not open"
+        assert self.opened.wait(PATIENCE), "the GET stream did not open"
 
     def _read(self, url: str, headers: dict) -> None:
         try:

@@ -193,7 +193,7 @@ async def call_asgi(app, method: str, headers: dict, chunks: list[bytes] = (), *
     async def send(message: dict) -> None:
         reply.messages.append(message)
 
-    await asyncio.wait_for(app(scope, receive, send), 10)
+    await asyncio.wait_for(app(scope, receive, send), PATIENCE)
     return reply
 
 

@@ -71,6 +71,7 @@ def twin(client: HTTPClient, url: str) -> HTTPClient:
     other.session_id = client.session_id
     return other
 
+
 def next_event(listener: Listener, timeout: float = PATIENCE) -> Event:
     """The next event carrying a message (priming events skipped); fails at the stream's end."""
     deadline = time.monotonic() + timeout

@@ -33,6 +33,7 @@ from mcp_server import Server, ServerSession, logging_levels
 
 from .harness import REPO
 from .http_harness import free_port
+from .waiting import PATIENCE, eventually, wait_until  # noqa: F401 - shared with the client tests
 from .wire import (
     RESULT_TYPES,
     REVISIONS,
@@ -45,7 +46,7 @@ from .wire import (
 LATEST = "2025-11-25"
 # The demo project plus tests/stdio_app (sleepy, ask_client, log_every_level, wait_for_cancel...).
 STDIO_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}
-WAIT = 10.0  # the longest any single wait in these tests may take
+WAIT = PATIENCE  # the longest any single wait in these tests may take
 
 _checks: list[WireCheck] = []
 
@@ -436,10 +437,12 @@ class ReferenceHTTPServer:
         self._log.close()
 
 
-async def eventually(predicate: Callable[[], Any], timeout: float = WAIT) -> Any:
-    """Poll ``predicate`` (without blocking the event loop) until it is truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {predicate}"
-        await asyncio.sleep(0.02)
-    return value
+def cancel_when(condition: Callable[[], Any], token: Any, **options: Any) -> None:
+    """Cancel ``token`` (an ``mcp_client.Cancellation``) from another thread, once ``condition()``
+    holds: a cancel that comes while its request is in a known state, whatever the machine's speed."""
+
+    def cancel() -> None:
+        wait_until(condition, what="the moment to cancel")
+        token.cancel(**options)
+
+    threading.Thread(target=cancel, daemon=True).start()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -56,3 +57,27 @@ def _flush_survives_deadlocks():
     flush.Command.handle = handle
     yield
     flush.Command.handle = original
+
+
+def skip_summary(skipped: list[pytest.TestReport]) -> str | None:
+    """One line: how many tests were skipped, grouped by reason; None when none were."""
+    if not skipped:
+        return None
+    reasons: Counter[str] = Counter()
+    for report in skipped:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    parts = [f"{reason} ({count})" for reason, count in reasons.most_common()]
+    return f"Skipped {len(skipped)} test(s): " + "; ".join(parts)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After pytest's closing "N passed" line: one line saying which tests were skipped and why
+    (a service missing, usually), so that a run that skipped the multi-process tests says so last."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    line = skip_summary(reporter.stats.get("skipped", []))
+    if line is not None:
+        reporter.write_line(line, yellow=True, bold=True)

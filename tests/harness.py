@@ -20,6 +20,7 @@ from typing import Any
 
 from mcp_server import Server
 
+from .waiting import PATIENCE
 from .wire import RESULT_TYPES, check_client_message, check_server_message, has_definition, validate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,7 +135,7 @@ class StdioServer:
     def stderr(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
-    def wait_for_stderr(self, text: str, timeout: float = 5.0) -> str:
+    def wait_for_stderr(self, text: str, timeout: float = PATIENCE) -> str:
         """The stderr so far, once it contains ``text`` (or ``timeout`` passed: the caller asserts)."""
         deadline = time.monotonic() + timeout
         while text not in self.stderr and time.monotonic() < deadline:
@@ -152,7 +153,7 @@ class StdioServer:
             check_client_message(message, self.revision)
         self.write_line(json.dumps(message))
 
-    def read(self, timeout: float = 10.0) -> Any:
+    def read(self, timeout: float = PATIENCE) -> Any:
         """The next message from the server (checked); None at end of output."""
         try:
             line = self._lines.get(timeout=timeout)
@@ -182,7 +183,7 @@ class StdioServer:
                 self._check_answer(message, reply)
                 self.send(reply)
 
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 10.0,
+    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = PATIENCE,
                  what: str = "the expected message") -> dict:
         """Read until a message satisfies ``predicate`` and return it; every message is filed."""
         deadline = time.monotonic() + timeout
@@ -207,7 +208,7 @@ class StdioServer:
         self.send(message)
         return request_id
 
-    def response(self, request_id: Any, timeout: float = 10.0) -> dict:
+    def response(self, request_id: Any, timeout: float = PATIENCE) -> dict:
         """The response to an earlier :meth:`send_request`, checked as that method's answer."""
         if request_id not in self._responses:
             self.wait_for(lambda m: "method" not in m and m.get("id") == request_id, timeout,
@@ -216,7 +217,7 @@ class StdioServer:
         check_server_message(answer, self.revision, self._methods.pop(request_id, None))
         return answer
 
-    def request(self, method: str, params: dict | None = None, timeout: float = 10.0) -> dict:
+    def request(self, method: str, params: dict | None = None, timeout: float = PATIENCE) -> dict:
         """Send a request and return its response; notifications seen meanwhile are kept."""
         return self.response(self.send_request(method, params), timeout)
 
@@ -226,7 +227,7 @@ class StdioServer:
             message["params"] = params
         self.send(message)
 
-    def server_request(self, method: str | None = None, timeout: float = 10.0) -> dict:
+    def server_request(self, method: str | None = None, timeout: float = PATIENCE) -> dict:
         """The server's oldest request (of ``method``) to the client not yet returned or answered."""
 
         def wanted(message: dict) -> bool:
@@ -257,7 +258,7 @@ class StdioServer:
         if "result" in reply and definition and has_definition(self.revision, definition):
             validate(reply["result"], self.revision, definition)
 
-    def read_to_end(self, timeout: float = 10.0) -> list[dict]:
+    def read_to_end(self, timeout: float = PATIENCE) -> list[dict]:
         """Close stdin and read (and file) everything the server still writes before it exits."""
         self.process.stdin.close()
         rest = []
@@ -276,7 +277,7 @@ class StdioServer:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return response["result"]
 
-    def close(self, timeout: float = 10.0) -> int:
+    def close(self, timeout: float = PATIENCE) -> int:
         if self.process.stdin and not self.process.stdin.closed:
             self.process.stdin.close()
         try:

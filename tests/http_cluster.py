@@ -11,7 +11,7 @@ import json
 import os
 import queue
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,6 +19,7 @@ import httpx
 from .harness import CLIENT_INFO
 from .http_harness import DaphneServer, Event, HTTPClient, Listener
 from .services import reachable, require
+from .waiting import PATIENCE, wait_until  # noqa: F401 - the cluster tests wait with it
 from .wire import check_client_message, check_server_message
 
 # MCP_TEST_REDIS_PORT lets two checkouts run their suites side by side, each on its own Redis.
@@ -73,19 +74,7 @@ def twin(client: HTTPClient, url: str) -> HTTPClient:
     return other
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``condition`` until it is truthy (and return it); fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-def next_event(listener: Listener, timeout: float = 10.0) -> Event:
+def next_event(listener: Listener, timeout: float = PATIENCE) -> Event:
     """The next event carrying a message (priming events skipped); fails at the stream's end."""
     deadline = time.monotonic() + timeout
     while True:
@@ -98,7 +87,7 @@ def next_event(listener: Listener, timeout: float = 10.0) -> Event:
             return event
 
 
-def events_until(listener: Listener, method: str, timeout: float = 10.0) -> list[Event]:
+def events_until(listener: Listener, method: str, timeout: float = PATIENCE) -> list[Event]:
     """Every event up to and including the first notification ``method``."""
     events = []
     while True:
@@ -107,7 +96,7 @@ def events_until(listener: Listener, method: str, timeout: float = 10.0) -> list
             return events
 
 
-def ends(listener: Listener, timeout: float = 10.0) -> list[Event]:
+def ends(listener: Listener, timeout: float = PATIENCE) -> list[Event]:
     """Read the stream to its end (which must come within ``timeout``); the events it still sent."""
     deadline = time.monotonic() + timeout
     events = []
@@ -122,7 +111,7 @@ def ends(listener: Listener, timeout: float = 10.0) -> list[Event]:
 
 
 def open_stream(client: HTTPClient, url: str, last_event_id: str | None = None,
-                timeout: float = 10.0) -> Listener:
+                timeout: float = PATIENCE) -> Listener:
     """A GET stream on ``url``, retried while the session's previous stream is still held (409):
     a stream another process held ends there a moment after its client went away."""
     deadline = time.monotonic() + timeout
@@ -159,7 +148,7 @@ def open_session(url: str, revision: str = "2025-11-25") -> str:
     message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": revision, "capabilities": {}, "clientInfo": CLIENT_INFO}}
     check_client_message(message, revision)
-    response = httpx.post(url, json=message, timeout=10, headers={
+    response = httpx.post(url, json=message, timeout=PATIENCE, headers={
         "accept": "application/json, text/event-stream"})
     assert response.status_code == 200, response.text
     check_server_message(response.json(), revision, "initialize")

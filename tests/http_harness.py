@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from .harness import CLIENT_INFO, REPO
+from .waiting import PATIENCE
 from .wire import check_client_message, check_server_message
 
 ACCEPT_BOTH = "application/json, text/event-stream"
@@ -74,7 +75,7 @@ class DaphneServer:
         )
         self._wait_until_listening()
 
-    def _wait_until_listening(self, timeout: float = 30.0) -> None:
+    def _wait_until_listening(self, timeout: float = PATIENCE) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -163,7 +164,7 @@ class Exchange:
 class HTTPClient:
     """A Streamable HTTP client; with several URLs, each HTTP request goes to the next one."""
 
-    def __init__(self, *urls: str, revision: str = "2025-11-25", timeout: float = 30.0):
+    def __init__(self, *urls: str, revision: str = "2025-11-25", timeout: float = PATIENCE):
         self.urls = itertools.cycle(urls)
         self.revision = revision
         self.session_id: str | None = None
@@ -279,11 +280,11 @@ class Listener:
         headers.pop("content-type")
         if last_event_id is not None:
             headers["last-event-id"] = last_event_id
-        self._http = httpx.Client(timeout=httpx.Timeout(30.0, read=None))
+        self._http = httpx.Client(timeout=httpx.Timeout(PATIENCE, read=None))
         self._response: httpx.Response | None = None
         self._thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
         self._thread.start()
-        assert self.opened.wait(15), "the GET stream did not open"
+        assert self.opened.wait(PATIENCE), "the GET stream did not open"
 
     def _read(self, url: str, headers: dict) -> None:
         try:
@@ -304,7 +305,7 @@ class Listener:
             self.opened.set()
             self.events.put(None)
 
-    def next(self, timeout: float = 10.0) -> Event | None:
+    def next(self, timeout: float = PATIENCE) -> Event | None:
         return self.events.get(timeout=timeout)
 
     def close(self) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 
 from mcp_server import Server, ServerContext
 
+from .waiting import PATIENCE
+
 # Progress tool -> what each report_progress call returned, by the key the test chose.
 DELIVERIES: dict[str, list[bool]] = {}
 
@@ -54,7 +56,7 @@ class HooksServer(Server):
             """``roots/list`` through the session, tied to no request (deprecated by SEP-2260)."""
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                result = await server_context.session.list_roots(timeout=10)
+                result = await server_context.session.list_roots(timeout=PATIENCE)
             warned = any(issubclass(w.category, DeprecationWarning) for w in caught)
             return json.dumps({"warned": warned, "result": result})
 

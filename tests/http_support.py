@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from .http_harness import ACCEPT_BOTH, DaphneServer, Event, Exchange, HTTPClient, Listener
+from .waiting import PATIENCE, wait_until  # noqa: F401 - the HTTP tests wait with it
 from .wire import check_server_message
 
 # The demo server plus the tools of tests/http_hooks.py.
@@ -74,18 +75,7 @@ def in_thread(function: Callable, *args: Any, **kwargs: Any) -> concurrent.futur
     return _pool.submit(function, *args, **kwargs)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {predicate}"
-        time.sleep(interval)
-
-
-def messages(listener: Listener, count: int, timeout: float = 10.0) -> list[dict]:
+def messages(listener: Listener, count: int, timeout: float = PATIENCE) -> list[dict]:
     """The next ``count`` JSON-RPC messages of a listening stream (priming events skipped)."""
     found: list[dict] = []
     deadline = time.monotonic() + timeout
@@ -108,7 +98,7 @@ def no_message(listener: Listener) -> bool:
     return not pending
 
 
-def stream_ended(listener: Listener, timeout: float = 10.0) -> list[Event]:
+def stream_ended(listener: Listener, timeout: float = PATIENCE) -> list[Event]:
     """Read the stream to its end (bounded); returns the events it still carried."""
     events: list[Event] = []
     deadline = time.monotonic() + timeout
@@ -132,7 +122,7 @@ def error_of(response: httpx.Response, revision: str = "2025-11-25") -> dict:
     return body["error"]
 
 
-def raw_http(port: int, data: bytes, timeout: float = 10.0) -> tuple[int, bytes]:
+def raw_http(port: int, data: bytes, timeout: float = PATIENCE) -> tuple[int, bytes]:
     """Send raw bytes on a new connection; the status and the whole reply (read until close)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
@@ -203,7 +193,7 @@ async def call_asgi(app, method: str, headers: dict, chunks: list[bytes] = (), *
     async def send(message: dict) -> None:
         reply.messages.append(message)
 
-    await asyncio.wait_for(app(scope, receive, send), 10)
+    await asyncio.wait_for(app(scope, receive, send), PATIENCE)
     return reply
 
 

@@ -21,10 +21,11 @@ from typing import Any
 
 from mcp_server import Server, ServerSession
 
+from .waiting import PATIENCE
 from .wire import check_client_message, check_server_message
 
 CLIENT_INFO = {"name": "peer", "version": "1.0.0"}
-WAIT = 5.0  # seconds any single wait may take before the test fails
+WAIT = PATIENCE  # seconds any single wait may take before the test fails
 
 
 @dataclass

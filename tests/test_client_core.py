@@ -36,7 +36,8 @@ from mcp_client import (
 from mcp_protocol import MCPError
 from mcp_server import Server, ServerContext, ServerSession, Text, ToolResponse
 
-from .client_support import LATEST, InProcessTransport, WireCheck, every_message_checked
+from .client_support import LATEST, InProcessTransport, WireCheck, cancel_when, every_message_checked
+from .waiting import PATIENCE, eventually
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
 CAPABILITIES = {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
@@ -108,8 +109,8 @@ def core_server(**options: Any) -> Server:
 
     @server.tool
     async def wait_for_cancel(server_context: ServerContext) -> str:
-        """Wait (at most 5 s) until the request is cancelled."""
-        deadline = time.monotonic() + 5
+        """Wait (at most PATIENCE s) until the request is cancelled."""
+        deadline = time.monotonic() + PATIENCE
         while not server_context.cancelled() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if server_context.cancelled():
@@ -551,17 +552,13 @@ async def test_a_cancel_from_another_thread_raises_and_tells_the_server(revision
     server = core_server()
     client, transport = await connected(server, revision=revision)
     token = Cancellation()
-    timer = threading.Timer(0.2, token.cancel, kwargs={"reason": "user gave up"})
-    timer.start()
-    started = time.monotonic()
+    cancel_when(lambda: transport.wire.sent_of("tools/call"), token, reason="user gave up")
+    # Raised on the cancel, not on an answer: the tool only returns once it sees the cancel.
     with pytest.raises(CancelledError) as raised:
-        await client.call_tool("wait_for_cancel", cancellation=token)
-    assert time.monotonic() - started < 2
+        await asyncio.wait_for(client.call_tool("wait_for_cancel", cancellation=token), PATIENCE)
     assert raised.value.reason == "user gave up"
     [call] = transport.wire.sent_of("tools/call")
-    deadline = time.monotonic() + 5
-    while not server.cancelled_seen and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: server.cancelled_seen)
     [cancel] = transport.wire.sent_of("notifications/cancelled")
     assert cancel["params"] == {"requestId": call["id"], "reason": "user gave up"}
     assert server.cancelled_seen == [(call["id"], "user gave up")]
@@ -604,46 +601,47 @@ async def test_every_request_method_takes_a_cancellation():
 @pytest.mark.feature("CAN-08")
 async def test_the_cancel_waits_until_its_request_was_handed_off():
     server = core_server()
-    # Every send takes 0.5 s before the server sees the message.
-    client, transport = await connected(server, send_delay=0.5)
-    handed_off: list[tuple[str, float]] = []
+    client, transport = await connected(server)
+    handed_off: list[str] = []
+    release = asyncio.Event()  # the send of tools/call is held until the caller was released
     send = transport.send
 
     async def recording_send(message: dict, *, on_sent: Any = None) -> None:
         def sent() -> None:
-            handed_off.append((message.get("method"), time.monotonic()))
+            handed_off.append(message.get("method"))
             if on_sent is not None:
                 on_sent()
 
-        handed_off.append((f"start {message.get('method')}", time.monotonic()))
+        handed_off.append(f"start {message.get('method')}")
+        if message.get("method") == "tools/call":
+            await release.wait()
         await send(message, on_sent=sent)
 
     transport.send = recording_send
     token = Cancellation()
-    threading.Timer(0.1, token.cancel, kwargs={"reason": "too slow"}).start()
-    started = time.monotonic()
+    cancel_when(lambda: "start tools/call" in handed_off, token, reason="too slow")
     with pytest.raises(CancelledError):
-        await client.call_tool("wait_for_cancel", cancellation=token)
+        await asyncio.wait_for(client.call_tool("wait_for_cancel", cancellation=token), PATIENCE)
     # The caller was released at once, before the request was even handed off...
-    assert time.monotonic() - started < 0.45
-    deadline = time.monotonic() + 5
-    while len(handed_off) < 4 and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    assert handed_off == ["start tools/call"]
+    release.set()
+    await eventually(lambda: len(handed_off) == 4)
     # ...but the cancel went out only after its request.
-    assert [name for name, _ in handed_off] == ["start tools/call", "tools/call",
-                                                "start notifications/cancelled", "notifications/cancelled"]
-    while not server.cancelled_seen and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    assert server.cancelled_seen and server.cancelled_seen[0][1] == "too slow"
+    assert handed_off == ["start tools/call", "tools/call", "start notifications/cancelled",
+                          "notifications/cancelled"]
+    await eventually(lambda: server.cancelled_seen)
+    assert server.cancelled_seen[0][1] == "too slow"
     await client.close()
 
 
 class SlowRequests(RequestResponse):
-    """``send_request`` takes 0.4 s; records when requests end and notifications arrive."""
+    """``send_request`` of tools/call returns once ``release`` is set; records when requests
+    end and notifications arrive."""
 
     def __init__(self, server: Server, *, report_sent: bool):
         super().__init__(server)
         self.lock = threading.Lock()
+        self.release = threading.Event()
         if report_sent:
             self.send_request = self._send_request_reporting  # type: ignore[method-assign]
 
@@ -654,7 +652,7 @@ class SlowRequests(RequestResponse):
     def send_request(self, request: dict) -> dict:
         response = super().send_request(request)
         if request["method"] == "tools/call":
-            time.sleep(0.4)
+            self.release.wait(PATIENCE)
         self._record(f"end {request['method']}")
         return response
 
@@ -675,15 +673,17 @@ async def test_a_custom_transport_gets_the_cancel_after_the_request_unless_it_re
     client = AsyncClient(transport)
     await client.connect()
     token = Cancellation()
-    threading.Timer(0.1, token.cancel).start()
-    started = time.monotonic()
+    cancel_when(lambda: "request tools/call" in transport.calls, token)
     with pytest.raises(CancelledError):
-        await client.call_tool("echo", {"message": "slow"}, cancellation=token)
-    assert time.monotonic() - started < 0.35  # released before send_request returned
-    deadline = time.monotonic() + 5
+        await asyncio.wait_for(client.call_tool("echo", {"message": "slow"}, cancellation=token), PATIENCE)
+    assert "end tools/call" not in transport.calls  # released before send_request returned
+    if report_sent:
+        await eventually(lambda: "notify notifications/cancelled" in transport.calls)
+    else:  # a ping answered after the cancel: the client has had its chance to send it early
+        assert await asyncio.wait_for(client.ping(), PATIENCE) == {}
+    transport.release.set()
     wanted = ("end tools/call", "notify notifications/cancelled")
-    while not set(wanted) <= set(transport.calls) and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: set(wanted) <= set(transport.calls))
     order = [c for c in transport.calls if c in wanted]
     if report_sent:  # on_sent was called: the cancel overlaps the running request
         assert order == ["notify notifications/cancelled", "end tools/call"]
@@ -1018,10 +1018,7 @@ async def test_a_handler_for_any_method():
                 await self.deliver({"jsonrpc": "2.0", "id": "s-1", "method": "acme/status",
                                     "params": {"ask": "status"}})
                 await self.deliver({"jsonrpc": "2.0", "id": "s-2", "method": "acme/other"})
-                for _ in range(100):
-                    if len(answered) == 2:
-                        break
-                    await asyncio.sleep(0.01)
+                await eventually(lambda: len(answered) == 2)
                 await self.deliver({"jsonrpc": "2.0", "id": message["id"],
                                     "result": {"content": [{"type": "text", "text": "ok"}]}})
 
@@ -1066,7 +1063,8 @@ async def test_notification_callbacks_subscriptions_and_log_level(revision):
     assert await client.unsubscribe_resource("mem://readme") == {}
     assert (await client.call_tool("touch", {"uri": "mem://readme"})).text == "updated=False changed=True"
     await client.ping()
-    await asyncio.sleep(0.05)  # broadcasts are delivered by tasks of their own
+    # Broadcasts are delivered by tasks of their own.
+    await eventually(lambda: len(everything) == 4 and len(changed) == 2 and updated and logs)
     assert updated == [{"uri": "mem://readme"}]
     assert changed == ["tools", "tools"]
     assert logs == [{"level": "error", "logger": "core", "data": {"problem": "an error"}}]
@@ -1137,7 +1135,7 @@ async def test_a_silent_server_is_a_transport_error_after_the_read_timeout():
 
     @server.tool
     async def hang() -> str:
-        await asyncio.sleep(5)
+        await asyncio.sleep(PATIENCE)
         return "late"
 
     transport = InProcessTransport(server, read_timeout=0.3)
@@ -1146,6 +1144,6 @@ async def test_a_silent_server_is_a_transport_error_after_the_read_timeout():
     started = time.monotonic()
     with pytest.raises(TransportError, match="read_timeout"):
         await client.call_tool("hang")
-    assert 0.25 < time.monotonic() - started < 2
+    assert time.monotonic() - started >= 0.25  # not before its time
     assert await client.ping() == {}
     await client.close()

@@ -47,6 +47,7 @@ from .client_support import (
     CheckedHTTPTransport,
     FakeHTTPServer,
     Reply,
+    cancel_when,
     eventually,
     every_message_checked,
 )
@@ -228,7 +229,7 @@ async def test_custom_headers_go_on_every_request(ours):
     client.on_roots(lambda params: {"roots": []})  # opens the GET stream too
     await client.connect()
     await client.ping()
-    await eventually(lambda: recorder.of("GET"), timeout=5)
+    await eventually(lambda: recorder.of("GET"))
     await client.close()
     methods = {r.method for r in recorder.requests}
     assert methods == {"POST", "GET", "DELETE"}
@@ -418,8 +419,9 @@ def reconnecting(events_before_close: list[dict], retry: int | None, *, answer_o
 
 
 @pytest.mark.feature("CHTTP-08")
-@pytest.mark.parametrize(("retry", "expected"), [(300, 0.3), (None, 1.0), (10, 0.1)])
-async def test_a_closed_stream_is_resumed_with_get_after_the_retry_wait(retry, expected):
+@pytest.mark.parametrize(("retry", "expected", "instead"),
+                         [(3000, 3.0, 1.0), (None, 1.0, 0.1), (10, 0.1, 1.0)])
+async def test_a_closed_stream_is_resumed_with_get_after_the_retry_wait(retry, expected, instead):
     progress = {"jsonrpc": "2.0", "method": "notifications/message",
                 "params": {"level": "info", "data": "half"}}
     with FakeHTTPServer(reconnecting([progress], retry)) as fake:
@@ -434,7 +436,9 @@ async def test_a_closed_stream_is_resumed_with_get_after_the_retry_wait(retry, e
         assert get.headers["last-event-id"] == "ev-1" and get.headers["accept"] == "text/event-stream"
         assert get.headers["mcp-session-id"] == "s-1"
         waited = get.at - post.at
-        assert expected <= waited < expected + 0.6, waited  # retry honoured; default 1 s; floor 100 ms
+        assert waited >= expected, waited  # retry honoured; default 1 s; floor 100 ms
+        if instead > expected:  # and not the default instead of the floor (no machine is that slow)
+            assert waited < instead, waited
         await client.close()
 
 
@@ -452,13 +456,12 @@ async def test_at_most_two_resumptions():
 
 @pytest.mark.feature("CHTTP-09")
 async def test_a_retry_past_the_budget_raises_without_waiting():
-    with FakeHTTPServer(reconnecting([], 5000)) as fake:
+    # A retry of 10 minutes: raising within WAIT is raising without waiting it.
+    with FakeHTTPServer(reconnecting([], 600_000)) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False, max_reconnection_wait=1))
         await client.connect()
-        started = time.monotonic()
-        with pytest.raises(TransportError, match="past max_reconnection_wait"):
+        with pytest.raises(TransportError, match=r"would need 600\.0 s, past max_reconnection_wait"):
             await asyncio.wait_for(client.call_tool("slow"), WAIT)
-        assert time.monotonic() - started < 0.5
         assert [s.method for s in fake.requests].count("GET") == 0
         await client.close()
 
@@ -474,12 +477,14 @@ async def test_the_rest_of_the_budget_bounds_the_resumed_stream():
         return reconnecting([], 200)(reply)
 
     with FakeHTTPServer(silent_after_get) as fake:
-        client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False, max_reconnection_wait=1.2))
+        # A read timeout far past WAIT: raising within WAIT is the budget's doing.
+        client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False, max_reconnection_wait=1.2,
+                                                  timeout=10 * WAIT))
         await client.connect()
         started = time.monotonic()
-        with pytest.raises(TransportError):
+        with pytest.raises(TransportError, match="nothing for the rest of max_reconnection_wait"):
             await asyncio.wait_for(client.call_tool("slow"), WAIT)
-        assert 1.1 < time.monotonic() - started < 2.5  # the budget, not the 30 s timeout
+        assert time.monotonic() - started >= 1.1  # not before its time
         await client.close()
 
 
@@ -568,7 +573,7 @@ def test_the_listening_stream_carries_requests_tied_to_no_request(ours, register
         assert recorder.of("GET") == []  # no handler, no listening stream
         client.on_roots(roots)
     with client:
-        wait_until(lambda: recorder.of("GET"), timeout=5)
+        wait_until(lambda: recorder.of("GET"))
         # The server sends roots/list on no request's stream: only the GET stream carries it.
         outcome = json.loads(client.call_tool("roots_without_request").text)
         assert outcome["result"] == {"roots": [{"uri": "file:///listening", "name": "listening"}]}
@@ -611,9 +616,10 @@ async def test_a_cancel_is_posted_with_the_session_headers(ours):
     client = AsyncClient(transport)
     await client.connect()
     token = Cancellation()
-    threading.Timer(0.3, token.cancel, kwargs={"reason": "stop"}).start()
+    cancel_when(lambda: [b for _, b in recorder.posts() if b.get("method") == "tools/call"], token,
+                reason="stop")
     with pytest.raises(CancelledError):
-        await client.call_tool("wait_for_cancel", {"limit": 5}, cancellation=token)
+        await asyncio.wait_for(client.call_tool("wait_for_cancel", {"limit": WAIT}, cancellation=token), WAIT)
     await eventually(lambda: [b for _, b in recorder.posts() if b.get("method") == "notifications/cancelled"])
     [(request, body)] = [(r, b) for r, b in recorder.posts() if b.get("method") == "notifications/cancelled"]
     [(_, call)] = [(r, b) for r, b in recorder.posts() if b.get("method") == "tools/call"]
@@ -623,7 +629,7 @@ async def test_a_cancel_is_posted_with_the_session_headers(ours):
     await eventually(lambda: [r for r in recorder.responses if r.request is request])
     [response] = [r for r in recorder.responses if r.request is request]
     assert response.status_code == 202
-    await eventually(lambda: "saw the cancellation: stop" in ours.log, timeout=5)
+    await eventually(lambda: "saw the cancellation: stop" in ours.log)
     await client.close()
 
 
@@ -649,7 +655,7 @@ async def test_the_cancel_post_follows_the_request_post():
         timer.start()  # cancelled right away, while the request may still be on its way
         with pytest.raises(CancelledError):
             await asyncio.wait_for(call, WAIT)
-        await eventually(lambda: fake.of("notifications/cancelled"), timeout=5)
+        await eventually(lambda: fake.of("notifications/cancelled"))
         [post] = fake.of("tools/call")
         [cancel] = fake.of("notifications/cancelled")
         assert cancel.body["params"]["requestId"] == post.body["id"] and post.at <= cancel.at
@@ -662,11 +668,9 @@ async def test_a_handler_for_any_method_over_http():
         if reply.seen.rpc_method == "tools/call":
             reply.sse_open()
             reply.event({"jsonrpc": "2.0", "id": "ask-1", "method": "acme/confirm", "params": {"what": "it"}})
-            for _ in range(100):  # wait (bounded) for the client's answer
-                if any(s.body.get("id") == "ask-1" for s in list(fake.requests) if isinstance(s.body, dict)
-                       and "method" not in s.body):
-                    break
-                time.sleep(0.02)
+            wait_until(lambda: any(s.body.get("id") == "ask-1" for s in list(fake.requests)
+                                   if isinstance(s.body, dict) and "method" not in s.body),
+                       what="the client's answer")
             reply.event({"jsonrpc": "2.0", "id": reply.seen.body["id"],
                          "result": {"content": [{"type": "text", "text": "confirmed"}]}})
             return None
@@ -761,10 +765,9 @@ def test_the_conformance_client_accepts_elicitations_with_the_defaults():
             reply.sse_open()
             reply.event({"jsonrpc": "2.0", "id": "e-1", "method": "elicitation/create",
                          "params": {"message": "defaults please", "requestedSchema": SEP1034_SCHEMA}})
-            for _ in range(200):
-                if [s for s in fake.requests if isinstance(s.body, dict) and s.body.get("id") == "e-1"]:
-                    break
-                time.sleep(0.02)
+            wait_until(lambda: [s for s in fake.requests
+                                if isinstance(s.body, dict) and s.body.get("id") == "e-1"],
+                       what="the client's answer")
             reply.event({"jsonrpc": "2.0", "id": reply.seen.body["id"], "result": {"content": []}})
             return None
         return NotImplemented

@@ -29,6 +29,7 @@ from mcp_server import (
 from mcp_server.configuration import global_configuration
 
 from .harness import CLIENT_INFO
+from .waiting import PATIENCE, eventually
 from .wire import check_client_message, check_server_message
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
@@ -457,10 +458,7 @@ async def test_instrumentation_of_a_cancelled_request():
     @server.tool
     async def slow(server_context) -> str:
         started.set()
-        for _ in range(500):  # at most five seconds
-            if server_context.cancelled():
-                break
-            await asyncio.sleep(0.01)
+        await eventually(server_context.cancelled, what="the cancel")
         server_context.raise_if_cancelled()
         return "finished"
 
@@ -478,10 +476,10 @@ async def test_instrumentation_of_a_cancelled_request():
     await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     task = asyncio.create_task(send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                                      "params": {"name": "slow", "arguments": {}}}))
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), PATIENCE)
     await send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": 2, "reason": "user stop"}})
-    assert await asyncio.wait_for(task, 5) is None  # a cancelled request gets no response
+    assert await asyncio.wait_for(task, PATIENCE) is None  # a cancelled request gets no response
     data = hooks.instrumented[-1]
     assert data["method"] == "tools/call" and data["tool_name"] == "slow"
     assert data["cancelled"] is True and data["cancellation_reason"] == "user stop"

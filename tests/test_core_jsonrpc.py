@@ -16,6 +16,7 @@ from mcp_protocol.errors import InvalidParamsError, MCPError
 from mcp_server import Configuration, Prompt, Server, ServerSession, Tool
 
 from .harness import CLIENT_INFO, InProcessClient, StdioServer
+from .waiting import PATIENCE
 from .wire import SCHEMAS, check_client_message, check_server_message, validate
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
@@ -547,7 +548,7 @@ async def _until(condition: Any) -> None:
 
 
 async def _answer(server: Server, message: Any, session: ServerSession | None = None) -> Any:
-    response = await asyncio.wait_for(server.handle_async(message, session), timeout=10)
+    response = await asyncio.wait_for(server.handle_async(message, session), timeout=PATIENCE)
     if response is not None:
         method = message.get("method") if isinstance(message, dict) else None
         check_server_message(response, "2025-11-25", method)
@@ -560,7 +561,7 @@ async def test_duplicate_in_flight_id_is_rejected_and_first_completes(request_id
     server, started, release, calls = _slow_server()
     assert "result" in await _answer(server, _initialize_message())
     first = asyncio.create_task(_answer(server, _call(request_id, 1)))
-    await asyncio.wait_for(started.wait(), timeout=10)
+    await asyncio.wait_for(started.wait(), timeout=PATIENCE)
 
     second = await _answer(server, _call(request_id, 2))
     assert second["id"] == request_id
@@ -570,7 +571,7 @@ async def test_duplicate_in_flight_id_is_rejected_and_first_completes(request_id
     assert not first.done()
 
     release.set()
-    first_response = await asyncio.wait_for(first, timeout=10)
+    first_response = await asyncio.wait_for(first, timeout=PATIENCE)
     assert first_response == {"jsonrpc": "2.0", "id": request_id, "result": {
         "content": [{"type": "text", "text": "done 1"}], "isError": False}}
 
@@ -586,13 +587,13 @@ async def test_same_id_in_flight_in_another_session_or_of_another_type_is_fine()
     for session in (None, other):
         assert "result" in await _answer(server, _initialize_message(), session)
     first = asyncio.create_task(_answer(server, _call(5, 1)))
-    await asyncio.wait_for(started.wait(), timeout=10)
+    await asyncio.wait_for(started.wait(), timeout=PATIENCE)
     # Same id in another session, and the string "5" (a different JSON-RPC id) in this one.
     concurrent = [asyncio.create_task(_answer(server, _call(5, 2), other)),
                   asyncio.create_task(_answer(server, _call("5", 3)))]
-    await asyncio.wait_for(_until(lambda: len(calls) == 3), timeout=10)  # all three in flight
+    await asyncio.wait_for(_until(lambda: len(calls) == 3), timeout=PATIENCE)  # all three in flight
     release.set()
-    responses = await asyncio.wait_for(asyncio.gather(first, *concurrent), timeout=10)
+    responses = await asyncio.wait_for(asyncio.gather(first, *concurrent), timeout=PATIENCE)
     assert [r["id"] for r in responses] == [5, 5, "5"]
     assert [r["result"]["content"][0]["text"] for r in responses] == ["done 1", "done 2", "done 3"]
 
@@ -602,9 +603,9 @@ async def test_duplicate_id_inside_one_batch():
     server, started, release, calls = _slow_server()
     await _answer(server, _initialize_message())
     batch = asyncio.create_task(_answer(server, [_call(9, 1), _call(9, 2)]))
-    await asyncio.wait_for(started.wait(), timeout=10)
+    await asyncio.wait_for(started.wait(), timeout=PATIENCE)
     release.set()
-    responses = await asyncio.wait_for(batch, timeout=10)
+    responses = await asyncio.wait_for(batch, timeout=PATIENCE)
     assert len(responses) == 2 and len(calls) == 1
     errors_seen = [r for r in responses if "error" in r]
     results = [r for r in responses if "result" in r]

@@ -194,7 +194,7 @@ def test_json_mode_answers_a_cancelled_request_with_202(json_mode):
     client = Client(json_mode.url)
     client.initialize()
     request_id = uuid.uuid4().hex
-    waiting = in_thread(client.request, "tools/call", {"name": "wait_for_cancel", "arguments": {"limit": 10}},
+    waiting = in_thread(client.request, "tools/call", {"name": "wait_for_cancel", "arguments": {"limit": 60}},
                         request_id=request_id)
 
     def cancelled():
@@ -202,7 +202,7 @@ def test_json_mode_answers_a_cancelled_request_with_202(json_mode):
         assert client.notify("notifications/cancelled", {"requestId": request_id}).status_code == 202
         return waiting.done()
 
-    wait_until(cancelled, timeout=10, interval=0.1)
+    wait_until(cancelled, interval=0.1)
     exchange = waiting.result(1)
     assert (exchange.status, exchange.response) == (202, None)
 
@@ -274,17 +274,20 @@ def test_max_sessions_refuses_new_sessions_with_503(limited):
 
 @pytest.mark.feature("HTTP-23", "HTTP-11")
 def test_idle_sessions_expire_and_activity_keeps_a_session(limited):
-    started = time.monotonic()
     idle, busy, listening = Client(limited.url), Client(limited.url), Client(limited.url)
+    before_last_use = time.monotonic()
     for client in (idle, busy, listening):
         client.initialize()
-    time.sleep(1.2)
-    # A request, or opening the listening stream, is activity.
-    assert busy.request("ping").response["result"] == {}
-    listening.listen().close()
-    time.sleep(max(0.0, 2.5 - (time.monotonic() - started)))
-    # The background reaper removes the idle session with no request asking for it.
-    wait_until(lambda: not Session.objects.filter(pk=idle.session_id).exists(), timeout=10)
+
+    # The background reaper removes the idle session with no request asking for it, while a
+    # request, or opening the listening stream, is activity that keeps the other two.
+    def reaped_while_the_others_are_used() -> bool:
+        assert busy.request("ping").response["result"] == {}
+        listening.listen().close()
+        return not Session.objects.filter(pk=idle.session_id).exists()
+
+    wait_until(reaped_while_the_others_are_used, interval=0.2)
+    assert time.monotonic() - before_last_use >= 2 - 0.2  # not before its time
     response = idle.post_json({"jsonrpc": "2.0", "id": 9, "method": "ping"})
     assert response.status_code == 404
     assert error_of(response) == {"code": -32600, "message": "Session not found"}
@@ -298,7 +301,7 @@ def test_at_the_cap_expired_sessions_are_reclaimed_first(limited):
         Client(limited.url).initialize()
     assert Client(limited.url).post_json(INITIALIZE).status_code == 503
     late = Client(limited.url)
-    wait_until(lambda: late.post_json(INITIALIZE).status_code == 200, timeout=10, interval=0.5)
+    wait_until(lambda: late.post_json(INITIALIZE).status_code == 200, interval=0.5)
 
 
 # Validator, Origin pinning, allowed hosts and origins, internal failures ----------------------------
@@ -387,8 +390,8 @@ def test_the_server_to_client_timeout_setting(guarded):
     client.initialize(capabilities={"elicitation": {}})
     started = time.monotonic()
     error = json.loads(tool_text(client.tool("ask_client", {"request": "elicit"})))["error"]
-    assert error["code"] == -32001 and "0.5 s" in error["message"]
-    assert time.monotonic() - started < 5
+    assert error["code"] == -32001 and "0.5 s" in error["message"]  # the setting, not the default
+    assert time.monotonic() - started >= 0.45  # and not before its time
 
 
 def status_with(server, **headers: str) -> int:

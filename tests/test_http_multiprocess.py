@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,6 +36,7 @@ from .http_cluster import (
     wait_until,
 )
 from .http_harness import Event, HTTPClient, Listener, iter_events
+from .waiting import PATIENCE, SLOW_STEPS
 from .wire import check_client_message, check_server_message
 
 REDIS_DB = 13
@@ -116,7 +118,7 @@ def test_a_list_change_made_through_one_process_reaches_get_streams_on_either(ur
     assert (on_b.status, on_a.status) == (200, 200)
     # One listening stream per session, whichever process is asked for another.
     for url in (a, b):
-        response = httpx.get(url, headers={**first.headers(accept="text/event-stream")}, timeout=10)
+        response = httpx.get(url, headers={**first.headers(accept="text/event-stream")}, timeout=PATIENCE)
         assert response.status_code == 409
         check_server_message(response.json(), revision)
 
@@ -144,13 +146,13 @@ def test_slow_count_on_one_process_is_cancelled_by_a_notification_posted_to_the_
                                          {"requestId": 42, "reason": "changed my mind"}, url=b))
 
     exchange = client.request(
-        "tools/call", {"name": "slow_count", "arguments": {"count": 100, "delay": 0.05},
+        "tools/call", {"name": "slow_count", "arguments": {"count": SLOW_STEPS, "delay": 0.1},
                        "_meta": {"progressToken": "count"}},
         request_id=42, url=a, on_event=cancel_at_first_progress)
     assert [r.status_code for r in cancels] == [202]
     assert exchange.response is None  # a cancelled request is never answered
     progress = [n["params"]["progress"] for n in exchange.notifications]
-    assert 1 <= len(progress) < 100 and progress == list(range(1, len(progress) + 1))
+    assert 1 <= len(progress) < SLOW_STEPS and progress == list(range(1, len(progress) + 1))
     # The id is free again, on either process.
     assert call_tool(client, b, "echo", {"message": "again"}, request_id=42) == "again"
 
@@ -206,8 +208,8 @@ def test_a_dropped_get_stream_resumed_on_the_other_process_gets_every_missed_eve
         lambda: call_tool(client, a, "touch_resource", {"uri": "demo://readme"}),
     ], start=1):
         send()
-        wait_until(lambda n=count: _stored_after(client.session_id, _sequence(seen[-1])) == n, 10,
-                   "the event to be stored")
+        wait_until(lambda n=count: _stored_after(client.session_id, _sequence(seen[-1])) == n,
+                   what="the event to be stored")
 
     resumed = open_stream(client, b, last_event_id=seen[-1].id)
     missed = [next_event(resumed) for _ in range(4)]
@@ -236,7 +238,7 @@ def test_a_delete_on_one_process_ends_the_sessions_streams_on_the_other(urls, re
     runner = twin(client, b)
     started = []
     call = background.submit(
-        runner.request, "tools/call", {"name": "slow_count", "arguments": {"count": 100, "delay": 0.05},
+        runner.request, "tools/call", {"name": "slow_count", "arguments": {"count": SLOW_STEPS, "delay": 0.1},
                                        "_meta": {"progressToken": "w"}},
         request_id=7, url=b, on_event=started.append)
     # The call runs on b before the session is deleted on a.
@@ -245,7 +247,7 @@ def test_a_delete_on_one_process_ends_the_sessions_streams_on_the_other(urls, re
     response = client.delete(url=a)
     assert response.status_code == 200 and response.json() == {"success": True}
     _ended(listener)
-    exchange = call.result(timeout=10)  # the request stream on b ended too, unanswered
+    exchange = call.result(timeout=PATIENCE)  # the request stream on b ended too, unanswered
     assert exchange.response is None
     assert not Session.objects.filter(pk=client.session_id).exists()
 
@@ -256,7 +258,7 @@ def test_a_delete_on_one_process_ends_the_sessions_streams_on_the_other(urls, re
                         {"jsonrpc": "2.0", "id": "x", "result": {}}):
             response = post_checked(client, message, url)
             assert response.status_code == 404 and "Session not found" in response.json()["error"]["message"]
-        get = httpx.get(url, headers=client.headers(accept="text/event-stream"), timeout=10)
+        get = httpx.get(url, headers=client.headers(accept="text/event-stream"), timeout=PATIENCE)
         delete = client.delete(url=url)
         for response in (get, delete):
             assert response.status_code == 404
@@ -321,22 +323,23 @@ def test_a_server_wide_log_message_reaches_each_session_at_its_own_level(urls, r
 @pytest.mark.feature("HTTP-13", "CORE-14")
 def test_a_request_id_in_flight_on_one_process_is_refused_on_the_other(urls, revision, background):
     a, b = urls
-    client = new_session(a, revision)
+    client = new_session(a, revision, capabilities={"roots": {}})
     runner = twin(client, a)
-    progressed = []
-    call = background.submit(
-        runner.request, "tools/call", {"name": "slow_count", "arguments": {"count": 10, "delay": 0.1},
-                                       "_meta": {"progressToken": "p"}},
-        request_id="job-1", url=a,
-        on_event=lambda e: progressed.append(e) if e.message and "method" in e.message else None)
-    _wait_for(lambda: progressed, "the call on a to report progress")
+    # The call stays in flight until the test answers the roots/list it sends to the client.
+    asked, release = threading.Event(), threading.Event()
+    runner.answers["roots/list"] = lambda params: (asked.set(), release.wait(PATIENCE), {"roots": []})[-1]
+    asking = {"name": "ask_client", "arguments": {"request": "roots"}}
+    call = background.submit(runner.request, "tools/call", asking, request_id="job-1", url=a)
+    _wait_for(lambda: asked.is_set() or call.done(), "the call on a to ask the client")
+    assert asked.is_set(), call.result().response
 
     message = {"jsonrpc": "2.0", "id": "job-1", "method": "ping"}
     response = post_checked(client, message, b)
     assert response.status_code == 409
     assert response.json()["id"] == "job-1" and response.json()["error"]["code"] == -32600
-    exchange = call.result(timeout=10)  # the first request completes normally
-    assert exchange.response["result"]["content"][0]["text"] == "Counted to 10"
+    release.set()
+    exchange = call.result(timeout=PATIENCE)  # the first request completes normally
+    assert json.loads(exchange.response["result"]["content"][0]["text"]) == {"result": {"roots": []}}
     assert client.request("ping", request_id="job-1", url=b).response["result"] == {}
 
 
@@ -348,7 +351,7 @@ def test_a_post_stream_dropped_midway_is_resumed_on_the_other_process(urls):
         "name": "slow_count", "arguments": {"count": 6, "delay": 0.15}, "_meta": {"progressToken": "t"}}}
     check_client_message(message, client.revision)
     before = []
-    with httpx.Client(timeout=10) as http, http.stream(
+    with httpx.Client(timeout=PATIENCE) as http, http.stream(
             "POST", a, content=json.dumps(message), headers=client.headers()) as response:
         assert response.headers["content-type"] == "text/event-stream"
         for event in iter_events(response):
@@ -361,7 +364,7 @@ def test_a_post_stream_dropped_midway_is_resumed_on_the_other_process(urls):
 
     resumed = client.listen(last_event_id=before[-1].id, url=b)
     assert resumed.status == 200
-    after = _ended(resumed, timeout=10)
+    after = _ended(resumed)
     messages = [e.message for e in before[1:] + after]
     assert [m["params"]["progress"] for m in messages[:-1]] == [1, 2, 3, 4, 5, 6]  # each once
     assert messages[-1] == {"jsonrpc": "2.0", "id": 5, "result": messages[-1]["result"]}
@@ -389,11 +392,11 @@ def _stored_after(session_id: str, sequence: int) -> int:
     return async_to_sync(count)()
 
 
-def _wait_for(condition, what: str, timeout: float = 10.0) -> None:
-    wait_until(condition, timeout, what)
+def _wait_for(condition, what: str) -> None:
+    wait_until(condition, what=what)
 
 
-def _ended(listener: Listener, timeout: float = 10.0) -> list[Event]:
+def _ended(listener: Listener, timeout: float = PATIENCE) -> list[Event]:
     """The events a stream still sent before it ended (within ``timeout``)."""
     events = [e for e in ends(listener, timeout) if e.message is not None]
     listener.close()

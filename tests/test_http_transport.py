@@ -38,6 +38,7 @@ from .http_support import (
     tool_text,
     wait_until,
 )
+from .waiting import PATIENCE, SLOW_STEPS, eventually
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
 SAMPLING_ANSWER = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "test-model",
@@ -287,11 +288,14 @@ def test_the_protocol_version_header_is_ignored_on_initialize(daphne):
 @pytest.mark.feature("HTTP-13")
 def test_a_request_id_in_flight_in_the_session_gets_409(daphne):
     client = Client(daphne.url)
-    client.initialize()
-    started = threading.Event()
-    first = in_thread(client.request, "tools/call", {"name": "sleepy", "arguments": {"seconds": 0.5}},
-                      request_id=7, on_event=lambda event: started.set())
-    assert started.wait(10)
+    client.initialize(capabilities={"roots": {}})
+    # The first call stays in flight until the test answers the roots/list it sends to the client.
+    asked, release = threading.Event(), threading.Event()
+    client.answers["roots/list"] = lambda params: (asked.set(), release.wait(PATIENCE), {"roots": []})[-1]
+    first = in_thread(client.request, "tools/call", {"name": "ask_client", "arguments": {"request": "roots"}},
+                      request_id=7)
+    wait_until(lambda: asked.is_set() or first.done(), what="the first call to ask the client")
+    assert asked.is_set(), first.result().response
     second = client.request("tools/call", {"name": "sleepy", "arguments": {"seconds": 0}}, request_id=7)
     assert second.status == 409
     assert second.response["error"]["code"] == -32600 and "in flight" in second.response["error"]["message"]
@@ -300,7 +304,8 @@ def test_a_request_id_in_flight_in_the_session_gets_409(daphne):
     other.initialize()
     assert other.request("ping", request_id=7).response["result"] == {}
     assert client.request("ping", request_id="7").response["result"] == {}
-    assert tool_text(first.result(10)) == "slept 0.5s"
+    release.set()
+    assert json.loads(tool_text(first.result(PATIENCE))) == {"result": {"roots": []}}
     assert client.request("ping", request_id=7).response["result"] == {}
 
 
@@ -379,7 +384,7 @@ def read_comments(client: Client, count: int) -> list[str]:
     headers.pop("content-type")
     comments = []
     with client.http.stream("GET", next(client.urls), headers=headers,
-                            timeout=httpx.Timeout(10.0)) as response:
+                            timeout=httpx.Timeout(PATIENCE)) as response:
         assert response.status_code == 200
         assert response.headers["content-type"] == "text/event-stream"
         for line in response.iter_lines():
@@ -408,7 +413,7 @@ def test_one_listening_stream_per_session_kept_alive_and_freed_when_dropped(daph
     # The client drops its stream: the server notices and frees the session's stream.
     listener.close()
     # Keepalive comments (every KEEPALIVE_INTERVAL = 1 s here; 30 s by default) on the new stream.
-    comments = wait_until(lambda: _try_read_comments(client, 3), timeout=15)
+    comments = wait_until(lambda: _try_read_comments(client, 3))
     assert comments[0] == ": stream open" and comments[1:] == [": keepalive", ": keepalive"]
 
 
@@ -427,17 +432,18 @@ def test_delete_ends_the_session_and_closes_its_streams(daphne):
     listener = client.listen()
     counting = threading.Event()
     in_flight = in_thread(client.request, "tools/call", {
-        "name": "slow_count", "arguments": {"count": 100, "delay": 0.05}, "_meta": {"progressToken": 1}},
+        "name": "slow_count", "arguments": {"count": SLOW_STEPS, "delay": 0.1},
+        "_meta": {"progressToken": 1}},
         on_event=lambda event: event.message and counting.set())
-    assert counting.wait(10)
+    assert counting.wait(PATIENCE)
     response = client.delete()
     assert (response.status_code, response.json()) == (200, {"success": True})
     assert response.headers["content-type"] == "application/json"
     assert [e.message for e in stream_ended(listener) if e.message] == []
-    exchange = in_flight.result(10)
+    exchange = in_flight.result(PATIENCE)
     # The request was stopped: its stream ends with no response.
     assert exchange.response is None
-    assert len(exchange.notifications) < 100
+    assert len(exchange.notifications) < SLOW_STEPS
     assert not Session.objects.filter(pk=client.session_id).exists()
     assert client.request("ping").status == 404
 
@@ -486,7 +492,7 @@ def test_a_request_tied_to_no_request_goes_on_the_listening_stream_with_a_warnin
     assert request["method"] == "roots/list"
     roots = {"roots": [{"uri": "file:///work", "name": "work"}]}
     assert client.respond(request["id"], roots).status_code == 202
-    exchange = call.result(15)
+    exchange = call.result(PATIENCE)
     assert exchange.server_requests == []
     assert json.loads(tool_text(exchange)) == {"warned": True, "result": roots}
     listener.close()
@@ -613,21 +619,21 @@ def test_a_dropped_request_stream_never_raises_into_the_handler(daphne):
     def recorded():
         return json.loads(tool_text(client.tool("deliveries", {"key": key})))
 
-    sent = wait_until(lambda: (result := recorded()) and len(result) == 4 and result, timeout=15)
+    sent = wait_until(lambda: (result := recorded()) and len(result) == 4 and result)
     # Written while the client listened; not delivered (False, no exception) once it had gone.
     assert sent[0] is True and sent[-1] is False
 
 
 # Cancellation and ownership -------------------------------------------------------------------------
-def start_counting(client: Client, count: int = 100) -> tuple:
+def start_counting(client: Client, count: int = SLOW_STEPS) -> tuple:
     """A slow_count in flight on a thread, once its first progress has arrived: (future, request id)."""
     request_id = uuid.uuid4().hex
     counting = threading.Event()
     future = in_thread(client.request, "tools/call", {
-        "name": "slow_count", "arguments": {"count": count, "delay": 0.05},
+        "name": "slow_count", "arguments": {"count": count, "delay": 0.1},
         "_meta": {"progressToken": request_id}}, request_id=request_id,
         on_event=lambda event: event.message and counting.set())
-    assert counting.wait(10)
+    assert counting.wait(PATIENCE)
     return future, request_id
 
 
@@ -639,9 +645,9 @@ def test_a_cancel_posted_by_the_client_stops_its_request(daphne, revision):
     future, request_id = start_counting(client)
     response = client.notify("notifications/cancelled", {"requestId": request_id, "reason": "enough"})
     assert (response.status_code, response.content) == (202, b"")
-    exchange = future.result(10)
+    exchange = future.result(PATIENCE)
     assert exchange.response is None
-    assert 0 < len(exchange.notifications) < 100
+    assert 0 < len(exchange.notifications) < SLOW_STEPS
 
 
 @pytest.mark.feature("CAN-06")
@@ -657,7 +663,7 @@ def test_another_users_cancel_is_refused_and_changes_nothing(daphne, revision):
         response = intruder.notify("notifications/cancelled", {"requestId": request_id})
         assert response.status_code == 403
         assert "another user" in error_of(response)["message"]
-    assert tool_text(future.result(15)) == "Counted to 20"
+    assert tool_text(future.result(PATIENCE)) == "Counted to 20"
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
@@ -808,15 +814,12 @@ async def test_close_ends_the_streams_and_requests_of_this_process_and_its_backg
     call = json.dumps(body("tools/call", 2, name="until_cancelled", arguments={})).encode()
     calling = asyncio.create_task(call_asgi(app, "POST", post_headers(session_id), [call]))
     runtime = transport._runtimes[asyncio.get_running_loop()]
-    for _ in range(500):
-        if runtime.streams and runtime.in_flight:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: runtime.streams and runtime.in_flight, what="a stream and a call")
     background = list(runtime._tasks)
     assert runtime.streams and runtime.in_flight and background
 
-    await asyncio.wait_for(transport.close(), 10)
-    for reply in (await asyncio.wait_for(listening, 5), await asyncio.wait_for(calling, 5)):
+    await asyncio.wait_for(transport.close(), PATIENCE)
+    for reply in (await asyncio.wait_for(listening, PATIENCE), await asyncio.wait_for(calling, PATIENCE)):
         assert reply.start["status"] == 200
         assert reply.messages[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
     # The cancelled call sent no response.

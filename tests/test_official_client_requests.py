@@ -30,6 +30,7 @@ from .harness import REPO
 from .stdio_tap import Tap
 from .test_official_client import tap_summary
 from .test_stdio_server_requests import INSTRUMENTATION_PREFIX
+from .waiting import PATIENCE, SLOW_STEPS
 
 
 @asynccontextmanager
@@ -63,7 +64,7 @@ def text_of(result: types.CallToolResult) -> str:
     return block.text
 
 
-async def instrumentation(tmp_path: Path, tool: str, calls: int, timeout: float = 5.0) -> list[dict]:
+async def instrumentation(tmp_path: Path, tool: str, calls: int, timeout: float = PATIENCE) -> list[dict]:
     """The server's instrumentation data (MCP_TEST_INSTRUMENT, on stderr) of the first ``calls``
     calls of ``tool``, once that many have ended."""
     with anyio.fail_after(timeout):
@@ -81,7 +82,7 @@ async def instrumentation(tmp_path: Path, tool: str, calls: int, timeout: float 
 
 @pytest.mark.feature("PROG-01", "CAN-01", "CAN-02", "CAN-03")
 async def test_progress_and_cancelling_slow_count_with_the_official_client(tmp_path):
-    with anyio.fail_after(60):
+    with anyio.fail_after(3 * PATIENCE):
         async with official_client(tmp_path, {"MCP_TEST_INSTRUMENT": "1"}) as session:
             seen: list[tuple] = []
 
@@ -93,7 +94,7 @@ async def test_progress_and_cancelling_slow_count_with_the_official_client(tmp_p
             assert text_of(done) == "Counted to 3"
             assert seen == [(1, 3, "counted 1"), (2, 3, "counted 2"), (3, 3, "counted 3")]
 
-            # 50 steps of 0.1 s; the SDK cancels the call when its caller is cancelled.
+            # A minute of steps; the SDK cancels the call when its caller is cancelled.
             second: list[float] = []
             two_steps = anyio.Event()
             outcome: dict[str, Any] = {}
@@ -105,27 +106,27 @@ async def test_progress_and_cancelling_slow_count_with_the_official_client(tmp_p
 
             async def count_long() -> None:
                 outcome["result"] = await session.call_tool(
-                    "slow_count", {"count": 50, "delay": 0.1}, progress_callback=count_progress
+                    "slow_count", {"count": SLOW_STEPS, "delay": 0.1}, progress_callback=count_progress
                 )
 
             async with anyio.create_task_group() as group:
                 group.start_soon(count_long)
-                with anyio.fail_after(10):
+                with anyio.fail_after(PATIENCE):
                     await two_steps.wait()
                 group.cancel_scope.cancel()
             assert outcome == {}
 
-            # The handler saw it: raise_if_cancelled ended the loop long before its 5 s.
-            first, data = await instrumentation(tmp_path, "slow_count", calls=2, timeout=4)
+            # The handler saw it: raise_if_cancelled ended the loop (its progress, below, stopped).
+            first, data = await instrumentation(tmp_path, "slow_count", calls=2)
             assert "cancelled" not in first
-            assert data["cancelled"] is True and data["duration"] < 2.5, data
+            assert data["cancelled"] is True, data
             assert data["cancellation_reason"] == "caller cancelled"
             await session.send_ping()
             assert text_of(await session.call_tool("echo", {"message": "still here"})) == "still here"
 
     messages = wire(tmp_path)
-    [cancelled_call] = [m for side, m in messages if side == "client"
-                        and m.get("method") == "tools/call" and m["params"]["arguments"].get("count") == 50]
+    [cancelled_call] = [m for side, m in messages if side == "client" and m.get("method") == "tools/call"
+                        and m["params"]["arguments"].get("count") == SLOW_STEPS]
     cancelled_id, token = cancelled_call["id"], cancelled_call["params"]["_meta"]["progressToken"]
     cancels = [m["params"] for side, m in messages
                if side == "client" and m.get("method") == "notifications/cancelled"]
@@ -134,7 +135,7 @@ async def test_progress_and_cancelling_slow_count_with_the_official_client(tmp_p
     assert not [m for side, m in messages if side == "server" and m.get("id") == cancelled_id]
     progress = [m["params"]["progress"] for side, m in messages if side == "server"
                 and m.get("method") == "notifications/progress" and m["params"]["progressToken"] == token]
-    assert progress == list(range(1, len(progress) + 1)) and 2 <= len(progress) < 10, progress
+    assert progress == list(range(1, len(progress) + 1)) and 2 <= len(progress) < SLOW_STEPS, progress
     tap_summary(tmp_path)
 
 
@@ -163,7 +164,7 @@ async def test_official_client_answers_sampling_elicitation_and_roots_through_it
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logged.append(params)
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(3 * PATIENCE):
         async with official_client(tmp_path, sampling_callback=sampling, elicitation_callback=elicitation,
                                    list_roots_callback=list_roots, logging_callback=on_log) as session:
             sampled = json.loads(text_of(await session.call_tool("ask_client", {"request": "sample"})))
@@ -225,16 +226,16 @@ async def test_an_unanswered_elicitation_times_out_with_32001_and_the_client_is_
             raise
         raise AssertionError("unreachable")
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(3 * PATIENCE):
         async with official_client(tmp_path, {"MCP_TEST_S2C_TIMEOUT": "1"},
                                    elicitation_callback=never_answers) as session:
             started = anyio.current_time()
             with pytest.raises(MCPError) as timed_out:
                 await session.call_tool("confirm_action", {"action": "wait forever"})
             assert timed_out.value.code == -32001
-            assert 1 <= anyio.current_time() - started < 10
+            assert anyio.current_time() - started >= 1  # the server's timeout, not before its time
             assert asked.is_set()
-            with anyio.fail_after(5):
+            with anyio.fail_after(PATIENCE):
                 await interrupted.wait()
             await session.send_ping()
 

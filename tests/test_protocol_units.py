@@ -26,6 +26,7 @@ from mcp_protocol.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_protocol.json_schema import MAX_SCHEMA_DEPTH, MAX_SUBSCHEMA_COUNT, SchemaError
 from mcp_server import Tool
 
+from .waiting import PATIENCE
 from .wire import check_server_message, has_definition, validate
 
 # jsonrpc.classify -------------------------------------------------------------------------------
@@ -242,7 +243,7 @@ def test_cancellation_from_other_threads():
     token.on_cancel(listener_calls.append)
 
     def waiter() -> None:
-        if token.wait(10):
+        if token.wait(PATIENCE):
             woke.set()
 
     thread = threading.Thread(target=waiter)
@@ -251,14 +252,14 @@ def test_cancellation_from_other_threads():
     barrier = threading.Barrier(8)
 
     def canceller() -> None:
-        barrier.wait(5)
+        barrier.wait(PATIENCE)
         results.append(token.cancel("race"))
 
     cancellers = [threading.Thread(target=canceller) for _ in range(8)]
     for t in cancellers:
         t.start()
     for t in [*cancellers, thread]:
-        t.join(10)
+        t.join(PATIENCE)
     assert woke.is_set()
     assert sorted(results) == [False] * 7 + [True]
     assert listener_calls == [token]

@@ -11,7 +11,6 @@ import io
 import json
 import queue
 import signal
-import time
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from mcp_server.settings import DEFAULTS
 from mcp_server.transports.stdio import DEFAULT_MAX_LINE_BYTES, FrameTooLargeError
 
 from .harness import CLIENT_INFO, StdioServer
+from .waiting import PATIENCE
 from .wire import check_client_message, check_server_message
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
@@ -33,7 +33,7 @@ TEST_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}
 class Stdio(StdioServer):
     """StdioServer that can also hand back raw lines and wait for stderr."""
 
-    def read_line(self, timeout: float = 10.0) -> bytes | None:
+    def read_line(self, timeout: float = PATIENCE) -> bytes | None:
         """The next line exactly as written (its message is still checked); None at the end."""
         try:
             line = self._lines.get(timeout=timeout)
@@ -42,12 +42,6 @@ class Stdio(StdioServer):
         if line is not None:
             check_server_message(json.loads(line), self.revision)
         return line
-
-    def wait_for_stderr(self, text: str, timeout: float = 5.0) -> str:
-        deadline = time.monotonic() + timeout
-        while text not in self.stderr and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self.stderr
 
     def ping(self) -> None:
         """A ping still answers: the server survived whatever came before."""
@@ -93,16 +87,20 @@ def test_one_utf8_response_line_per_request_flushed_while_stdin_stays_open(revis
 def test_a_slow_request_does_not_hold_up_later_ones(revision):
     with Stdio(env=TEST_SETTINGS, revision=revision) as server:
         server.initialize(revision)
-        sleepy = {"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-                  "params": {"name": "sleepy", "arguments": {"seconds": 1.5}}}
-        server.send(sleepy)
+        # The slow call waits for the client's answer to a ping, which comes only once the
+        # quick request was answered.
+        slow = {"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                "params": {"name": "ask_client", "arguments": {"request": "ping"}}}
+        server.send(slow)
         server.send({"jsonrpc": "2.0", "id": "quick", "method": "ping"})
-        first = server.read(timeout=5)
-        assert first == {"jsonrpc": "2.0", "id": "quick", "result": {}}
-        second = server.read(timeout=10)
+        seen = [server.read(), server.read()]  # the quick answer and the slow call's ping, either order
+        assert {"jsonrpc": "2.0", "id": "quick", "result": {}} in seen
+        [asked] = [m for m in seen if m.get("method") == "ping"]
+        server.send({"jsonrpc": "2.0", "id": asked["id"], "result": {}})
+        second = server.read()
         check_server_message(second, revision, "tools/call")
         assert second["id"] == "slow"
-        assert second["result"]["content"] == [{"type": "text", "text": "slept 1.5s"}]
+        assert second["result"]["content"] == [{"type": "text", "text": '{"result": {}}'}]
         assert server.close() == 0
 
 
@@ -231,7 +229,7 @@ def test_over_long_line_closes_the_connection_after_answering_earlier_lines(revi
         server.write_line(ping_line("before") + b"\n" + b"x" * 2000 + b"\n" + ping_line("after"))
         assert server.read() == {"jsonrpc": "2.0", "id": "before", "result": {}}
         assert server.read() is None  # stdout closed
-        assert server.process.wait(10) == 1
+        assert server.process.wait(PATIENCE) == 1
         stderr = server.wait_for_stderr("closing the connection")
         assert "mcp stdio: closing the connection: stdio frame exceeds limit of 1024 bytes" in stderr
 
@@ -245,7 +243,7 @@ def test_stdio_max_line_bytes_setting_is_the_commands_default():
         assert server.read() == {"jsonrpc": "2.0", "id": "fits", "result": {}}
         server.write_line(ping_line("too-long", width=256))
         assert server.read() is None
-        assert server.process.wait(10) == 1
+        assert server.process.wait(PATIENCE) == 1
         assert "stdio frame exceeds limit of 256 bytes" in server.wait_for_stderr("exceeds limit")
 
 
@@ -253,7 +251,7 @@ def test_stdio_max_line_bytes_setting_is_the_commands_default():
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_non_positive_max_line_bytes_is_refused_by_the_command(value):
     with Stdio("--max-line-bytes", value) as server:
-        assert server.process.wait(10) == 1
+        assert server.process.wait(PATIENCE) == 1
         assert server.read() is None
         stderr = server.wait_for_stderr("CommandError")
         assert f"CommandError: max_line_bytes must be a positive integer, not {value}" in stderr
@@ -310,7 +308,7 @@ def test_sigint_exits_with_130_and_a_short_message(busy):
                          "params": {"name": "sleepy", "arguments": {"seconds": 60}}})
         server.ping()  # the server is reading, and the long call (if any) is in flight
         server.process.send_signal(signal.SIGINT)
-        assert server.process.wait(10) == 130
+        assert server.process.wait(PATIENCE) == 130
         stderr = server.wait_for_stderr("interrupted").strip()
         assert stderr == "mcp stdio: interrupted", stderr
 
@@ -418,7 +416,7 @@ async def test_requests_run_concurrently_on_the_transport():
     stdout = io.BytesIO()
     transport = StdioTransport(server, stdin=io.BytesIO(data), stdout=stdout, stderr=io.StringIO())
     # Handled one after the other, the first call would wait forever for the second.
-    await asyncio.wait_for(transport.serve(), timeout=10)
+    await asyncio.wait_for(transport.serve(), timeout=PATIENCE)
     answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
     for answer in answers:
         check_server_message(answer, "2025-11-25", "tools/call")

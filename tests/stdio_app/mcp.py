@@ -98,7 +98,7 @@ async def log_every_level(server_context: ServerContext) -> str:
 
 
 @mcp_server.tool
-async def wait_for_cancel(server_context: ServerContext, limit: float = 10.0) -> str:
+async def wait_for_cancel(server_context: ServerContext, limit: float = 60.0) -> str:
     """Poll ``cancelled()`` until the request is cancelled (at most ``limit`` s), then return normally."""
     deadline = time.monotonic() + limit
     while not server_context.cancelled() and time.monotonic() < deadline:

@@ -285,7 +285,7 @@ def configs(workdir: Path, postgres_url: str | None, redis_url: str | None) -> d
     # The same application under the reference's ASGI server, to tell the two servers' costs apart.
     uvicorn = [python, "-m", "uvicorn", "--no-access-log", "--log-level", "warning", "--lifespan", "off",
                "--host", HOST, "--port", "{port}", "project.asgi:application"]
-    base = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0"}
+    base = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0", "DJANGO_DEVELOPMENT": "1"}
     sqlite = {**base, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
     migrate = [python, "manage.py", "migrate", "--noinput", "-v", "0"]
     found = {

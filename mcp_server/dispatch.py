@@ -109,7 +109,7 @@ async def _notify_hook(server: Server, method: str, hook: Any, params: dict) -> 
     try:
         await call_user_code(hook, params)
     except Exception as exc:
-        server.report_exception(exc, {"notification": method})
+        await server.report_exception_async(exc, {"notification": method})
 
 
 async def _handle_request(server: Server, incoming: jsonrpc.Incoming,
@@ -121,7 +121,7 @@ async def _handle_request(server: Server, incoming: jsonrpc.Incoming,
         )
     handler, capability = server.method_handler(method)
     if handler is None:
-        server.instrument({"method": "unsupported_method", "duration": 0.0})
+        await server.instrument_async({"method": "unsupported_method", "duration": 0.0})
         return jsonrpc.error_response(request_id, METHOD_NOT_FOUND, "Method not found", method)
     if capability is not None and not declares(server.capabilities, capability):
         return jsonrpc.error_from(request_id, MissingCapabilityError(method, capability))
@@ -179,7 +179,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             # Reported here, once, even if around_request swallows it.
             outcome.error = exc
             data["error"] = "internal_error"
-            server.report_exception(exc, {"request": ctx.message})
+            await server.report_exception_async(exc, {"request": ctx.message})
             raise
         finally:
             outcome.done = True
@@ -195,11 +195,11 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             await _call_around(around, data, call_next)
     except Exception as exc:
         if outcome.error is None:  # raised by the hook itself, not by the handler
-            server.report_exception(exc, {"request": ctx.message})
+            await server.report_exception_async(exc, {"request": ctx.message})
             outcome.error = exc
     if not outcome.done and outcome.error is None:
         outcome.error = RuntimeError("around_request did not call the request handler")
-        server.report_exception(outcome.error, {"request": ctx.message})
+        await server.report_exception_async(outcome.error, {"request": ctx.message})
 
     cancelled = ctx.cancellation.cancelled or isinstance(outcome.error, CancelledError)
     if cancelled:
@@ -209,7 +209,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             reason = outcome.error.reason
         data["cancellation_reason"] = reason
     data["duration"] = time.perf_counter() - started
-    server.instrument(data)
+    await server.instrument_async(data)
 
     if cancelled:
         return None  # a cancelled request gets no response

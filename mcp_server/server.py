@@ -18,6 +18,7 @@ from .errors import MethodAlreadyDefinedError
 from .handlers import BUILTIN_METHODS
 from .handlers.cache_hints import check as check_cache_hints
 from .handlers.pagination import check_page_size
+from .hook_calls import call_hook, fire_hook
 from .invoke import call_with_params
 from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
@@ -410,24 +411,32 @@ class Server:
             return False
 
     # Observability ---------------------------------------------------------------------------
+    # Both hooks may use the ORM: a plain function runs on a worker thread, never on the event
+    # loop (see hook_calls). The async forms are done when they return; the plain forms, called
+    # on the event loop's thread, go on in the background.
     def report_exception(self, exc: BaseException, context: dict) -> None:
         reporter = self.configuration.exception_reporter
         if reporter is None:
             logger.error("MCP %s failed", next(iter(context), "request"), exc_info=exc)
             return
-        try:
-            reporter(exc, context)
-        except Exception:
-            logger.exception("exception_reporter failed")
+        fire_hook(reporter, "exception_reporter", exc, context)
+
+    async def report_exception_async(self, exc: BaseException, context: dict) -> None:
+        reporter = self.configuration.exception_reporter
+        if reporter is None:
+            logger.error("MCP %s failed", next(iter(context), "request"), exc_info=exc)
+            return
+        await call_hook(reporter, "exception_reporter", exc, context)
 
     def instrument(self, data: dict) -> None:
         callback = self.configuration.instrumentation_callback
-        if callback is None:
-            return
-        try:
-            callback(data)
-        except Exception:
-            logger.exception("instrumentation_callback failed")
+        if callback is not None:
+            fire_hook(callback, "instrumentation_callback", data)
+
+    async def instrument_async(self, data: dict) -> None:
+        callback = self.configuration.instrumentation_callback
+        if callback is not None:
+            await call_hook(callback, "instrumentation_callback", data)
 
     def __repr__(self) -> str:
         return f"<Server {self.name} {self.version}>"

@@ -115,7 +115,7 @@ class StdioTransport:
         try:
             answer = await self.server.handle_json_async(line, self.session)
         except Exception as exc:  # never let one message take the server down
-            self.server.report_exception(exc, {"transport": "stdio"})
+            await self.server.report_exception_async(exc, {"transport": "stdio"})
             answer = jsonrpc.encode(jsonrpc.error_response(None, -32603, "Internal error"))
         if answer is not None:
             self._write_line(answer)

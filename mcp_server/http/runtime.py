@@ -1,6 +1,7 @@
 """What one process knows and how processes tell each other things.
 
-Each process has one channel on the channel layer and belongs to the group of every process.
+Each process has one channel on the channel layer and belongs to the group of every process
+serving the same server (:func:`runtime_group`).
 Which process holds a session's listening stream, serves an in-flight request, or waits for the
 client's answer to a request is kept in the shared state, pointing at that process's channel.
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -34,9 +37,22 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_server.http")
 
-RUNTIME_GROUP = "mcp.runtime"
+RUNTIME_GROUP = "mcp.runtime"  # the prefix of every server's group of processes
 # Channels expires group membership after a day; rejoin well before.
 GROUP_REJOIN_INTERVAL = 3600.0
+
+
+def runtime_group(server_name: str, group: str | None = None) -> str:
+    """The channel-layer group of the processes serving one server: named after the server (or
+    ``group``), so two servers on one channel layer never receive each other's messages.
+
+    Channels allows only ASCII letters, digits, ``-``, ``_`` and ``.`` (under 100 characters): the
+    name keeps a readable part of the server's name plus a hash of all of it, which stays distinct.
+    """
+    name = group if group is not None else server_name
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    return f"{RUNTIME_GROUP}.{readable}.{digest}"
 
 
 class Runtime:
@@ -60,7 +76,7 @@ class Runtime:
     async def start(self) -> None:
         if self.layer is not None:
             self.channel = await self.layer.new_channel("mcp.process.")
-            await self.layer.group_add(RUNTIME_GROUP, self.channel)
+            await self.layer.group_add(self.transport.group, self.channel)
             self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="mcp-housekeeping"))
 
@@ -73,7 +89,7 @@ class Runtime:
         self._tasks.clear()
         if self.layer is not None and self.channel is not None:
             with contextlib.suppress(Exception):
-                await self.layer.group_discard(RUNTIME_GROUP, self.channel)
+                await self.layer.group_discard(self.transport.group, self.channel)
 
     # Sending to the process that holds something ---------------------------------------------
     async def send_to(self, channel: str | None, message: dict) -> None:
@@ -89,7 +105,7 @@ class Runtime:
         if self.layer is None:
             await self._handle(message)
         else:
-            await self.layer.group_send(RUNTIME_GROUP, message)
+            await self.layer.group_send(self.transport.group, message)
 
     # Receiving -------------------------------------------------------------------------------
     async def _receive_forever(self) -> None:
@@ -157,7 +173,7 @@ class Runtime:
                     await transport.reap()
                 if self.layer is not None and now - last_join >= GROUP_REJOIN_INTERVAL:
                     last_join = now
-                    await self.layer.group_add(RUNTIME_GROUP, self.channel)
+                    await self.layer.group_add(self.transport.group, self.channel)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

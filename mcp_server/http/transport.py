@@ -21,7 +21,7 @@ from django.conf import settings
 from mcp_protocol import methods
 
 from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore
-from .runtime import RUNTIME_GROUP, Runtime
+from .runtime import Runtime, runtime_group
 from .session import request_key
 from .session_store import SessionStore
 from .shared_state import LocalState, SharedState
@@ -42,7 +42,9 @@ class StreamableHTTPTransport:
     ``allowed_hosts`` (default: Django's ``ALLOWED_HOSTS``), ``allowed_origins``,
     ``dns_rebinding_protection``, ``session_idle_timeout`` (seconds, None: never),
     ``max_sessions`` (None: unlimited), ``session_request_validator(request, session_id)``,
-    ``max_request_bytes``, ``max_json_depth``, ``server_to_client_request_timeout``.
+    ``max_request_bytes``, ``max_json_depth``, ``server_to_client_request_timeout``, and ``group``:
+    the channel-layer group of the processes serving this endpoint (default: named after the
+    server, so servers sharing a channel layer never see each other's broadcasts).
     """
 
     def __init__(
@@ -64,11 +66,13 @@ class StreamableHTTPTransport:
         event_retention: float = 3600,
         event_store: EventStore | None = None,
         shared_state: SharedState | None = None,
+        group: str | None = None,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         self.server = server
+        self.group = runtime_group(server.name, group)
         self.stateless = stateless
         self.enable_json_response = enable_json_response
         self._allowed_hosts = allowed_hosts
@@ -91,7 +95,7 @@ class StreamableHTTPTransport:
         self._publish_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        server.transport = self
+        server.add_transport(self)  # beside any other transport of the server, not instead
 
     @property
     def allowed_hosts(self) -> list[str]:
@@ -243,13 +247,19 @@ class StreamableHTTPTransport:
         (a management command, a Celery task)."""
         layer = get_channel_layer()
         if layer is not None:
-            await layer.group_send(RUNTIME_GROUP, message)
+            await layer.group_send(self.group, message)
             return
         runtime = self._runtimes.get(asyncio.get_running_loop())
         if runtime is not None:
             await runtime.send_to_all(message)
 
     # Server-wide notifications (``server.notify_*``) --------------------------------------------
+    @property
+    def broadcast_group(self) -> str | None:
+        """Transports of one server with the same group on a channel layer reach the same listening
+        streams (each process's runtimes all join it): the server notifies through one of them."""
+        return self.group if get_channel_layer() is not None else None
+
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
         """Send to every session's listening stream, in every process; callable from anywhere."""
         try:

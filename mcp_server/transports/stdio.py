@@ -49,7 +49,7 @@ class StdioTransport:
             server, outbound=self, request_timeout=server_to_client_request_timeout
         )
         server.session = self.session
-        server.transport = self
+        server.add_transport(self)
 
     def open(self) -> None:
         """Serve until stdin closes (or a bad frame closes the connection: see ``error``)."""

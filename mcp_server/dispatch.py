@@ -46,15 +46,23 @@ async def handle_json(server: Server, text: str | bytes, session: ServerSession)
         detail = "Invalid JSON" if not str(exc).startswith("JSON nested") else str(exc)
         return jsonrpc.encode(jsonrpc.parse_error(detail))
     answer = await handle_payload(server, payload, session)
-    return None if answer is None else encode_answer(server, answer, payload)
+    if answer is None:
+        return None
+    failures: list[tuple[BaseException, dict]] = []
+    text = encode_answer(server, answer, payload, failures)
+    for exc, context in failures:  # reported before the answer goes out
+        await server.report_exception_async(exc, context)
+    return text
 
 
-def encode_answer(server: Server, answer: Any, payload: Any) -> str:
+def encode_answer(server: Server, answer: Any, payload: Any,
+                  failures: list[tuple[BaseException, dict]] | None = None) -> str:
     """The JSON text of a response or batch of responses to ``payload``.
 
     A result JSON cannot carry (a ``datetime`` returned by a handler, say) becomes -32603 for
     that request alone, keeping its id, instead of an exception that loses every answer.
-    Encoding is tried once as a whole first, so the usual case costs nothing extra.
+    Encoding is tried once as a whole first, so the usual case costs nothing extra. Each failure
+    goes to the exception reporter, or into ``failures`` for a caller that reports them itself.
     """
     try:
         return jsonrpc.encode(answer)
@@ -70,7 +78,10 @@ def encode_answer(server: Server, answer: Any, payload: Any) -> str:
             jsonrpc.encode(response)
         except (TypeError, ValueError) as exc:
             request_id = response.get("id")
-            server.report_exception(exc, {"request": by_id.get(request_id)})
+            if failures is None:
+                server.report_exception(exc, {"request": by_id.get(request_id)})
+            else:
+                failures.append((exc, {"request": by_id.get(request_id)}))
             response = jsonrpc.error_response(request_id, INTERNAL_ERROR, "Internal error")
         fixed.append(response)
     return jsonrpc.encode(fixed if isinstance(answer, list) else fixed[0])

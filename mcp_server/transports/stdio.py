@@ -69,7 +69,7 @@ class StdioTransport:
                 if line is None:
                     break
                 if isinstance(line, BaseException):
-                    self._fail(line)
+                    await self._fail(line)
                     break
                 if not line.strip():
                     continue
@@ -106,9 +106,9 @@ class StdioTransport:
             return
         loop.call_soon_threadsafe(lines.put_nowait, None)
 
-    def _fail(self, exc: BaseException) -> None:
+    async def _fail(self, exc: BaseException) -> None:
         self.error = exc
-        self.server.report_exception(exc, {"transport": "stdio"})
+        await self.server.report_exception_async(exc, {"transport": "stdio"})
         print(f"mcp stdio: closing the connection: {exc}", file=self._stderr, flush=True)
 
     async def _answer(self, line: bytes) -> None:

@@ -96,7 +96,7 @@ class Server:
         self.resource_templates: dict[str, ResourceTemplate] = {}
         # Where server-wide notifications go: every live transport serving this server, oldest
         # first (weak references: a transport nobody serves any more is forgotten).
-        self._transports: list[weakref.ref] = []
+        self._transports: list[Callable[[], Any]] = []
         # The connection state used by handle()/handle_json() and single-session transports.
         self.session = ServerSession(self)
 
@@ -375,7 +375,7 @@ class Server:
     def add_transport(self, transport: Any) -> None:
         """Send server-wide notifications through ``transport`` too (each transport calls this)."""
         self._transports = [ref for ref in self._transports if ref() not in (None, transport)]
-        self._transports.append(weakref.ref(transport))
+        self._transports.append(_reference(transport))
 
     @property
     def transports(self) -> list[Any]:
@@ -391,7 +391,7 @@ class Server:
     @transport.setter
     def transport(self, transport: Any) -> None:
         """Serve server-wide notifications through ``transport`` alone (None: through none)."""
-        self._transports = [] if transport is None else [weakref.ref(transport)]
+        self._transports = [] if transport is None else [_reference(transport)]
 
     def _notification_routes(self) -> list[Any]:
         """One transport per set of listening streams: transports sharing a broadcast group (their
@@ -476,6 +476,14 @@ class Server:
 
     def __repr__(self) -> str:
         return f"<Server {self.name} {self.version}>"
+
+
+def _reference(transport: Any) -> Callable[[], Any]:
+    """A weak reference where the object allows one (a strong one otherwise)."""
+    try:
+        return weakref.ref(transport)
+    except TypeError:
+        return lambda: transport
 
 
 def _instance(item: Any) -> Any:

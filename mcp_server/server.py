@@ -390,8 +390,9 @@ class Server:
 
     @transport.setter
     def transport(self, transport: Any) -> None:
-        """Serve server-wide notifications through ``transport`` alone (None: through none)."""
-        self._transports = [] if transport is None else [_reference(transport)]
+        """Serve server-wide notifications through ``transport`` alone (None: through none); kept
+        by a strong reference, as an attribute would be."""
+        self._transports = [] if transport is None else [lambda: transport]
 
     def _notification_routes(self) -> list[Any]:
         """One transport per set of listening streams: transports sharing a broadcast group (their

@@ -53,6 +53,15 @@ def fire_hook(hook: Callable, name: str, *args: Any) -> None:
     _call_logged(hook, name, *args)  # already off any event loop: a worker thread, a command
 
 
+async def settle() -> None:
+    """Wait for the ``async def`` hook calls fired on this event loop: a transport calls it before
+    its loop ends (ending a loop cancels its tasks)."""
+    loop = asyncio.get_running_loop()
+    mine = [task for task in _tasks if task.get_loop() is loop]
+    if mine:
+        await asyncio.gather(*mine, return_exceptions=True)
+
+
 def _call_in_pool(hook: Callable, name: str, *args: Any) -> None:
     try:
         _call_logged(hook, name, *args)

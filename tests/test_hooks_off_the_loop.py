@@ -13,7 +13,7 @@ import threading
 import pytest
 from django.contrib.auth import get_user_model
 
-from mcp_server import Configuration, Server
+from mcp_server import Configuration, Server, hook_calls
 
 from .harness import StdioServer
 from .http_harness import database_env
@@ -158,3 +158,22 @@ def test_orm_hooks_over_http(orm_hooked, hook_log):
     assert {"hook": "reporter", "error": "ValueError: unknown request 'bogus'", "users": 1} in found
     assert {"hook": "instrumentation", "method": "ping", "users": 1} in found
     assert {"hook": "instrumentation", "method": "tools/call", "users": 1} in found
+
+
+def test_an_async_report_from_code_that_cannot_await_is_not_lost_when_the_loop_ends():
+    """Fired as a task on the loop; a transport settles such tasks before its loop ends."""
+    seen: list[str] = []
+
+    async def report(exc: BaseException, context: dict) -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        seen.append(str(exc))
+
+    server = Server("hooks", configuration=Configuration(exception_reporter=report))
+
+    async def on_the_loop() -> None:
+        server.report_exception(RuntimeError("late"), {"notification": "broadcast"})
+        await hook_calls.settle()
+
+    asyncio.run(on_the_loop())
+    assert seen == ["late"]

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 
-from .. import logging_levels
+from .. import hook_calls, logging_levels
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ class StdioTransport:
             self.session.pending.cancel_all("Transport closed: stdin reached its end")
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+            await hook_calls.settle()  # reports still on their way
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue) -> None:
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_protocol.errors import InvalidParamsError
-from mcp_protocol.json_schema import validation_errors
+from mcp_protocol.json_schema import check_schema, validation_errors
 
 STRING_FORMATS = ("date", "date-time", "email", "uri")
 _COMMON = ("title", "description")
@@ -143,6 +143,8 @@ def check_requested_schema(schema: Any, protocol_version: str | None = None) -> 
     required = schema.get("required", [])
     if not isinstance(required, list) or any(r not in properties for r in required):
         raise ValueError(f"requested_schema required names unknown properties: {required!r}")
+    # A valid JSON Schema too (a negative minLength, say), so the answer can be checked against it.
+    check_schema(schema)
     return schema
 
 

@@ -142,3 +142,24 @@ def test_invalid_content_over_http(daphne, transactional_db):
     client.answers["elicitation/create"] = lambda params: {"action": "accept", "content": {"colour": "red"}}
     assert json.loads(tool_text(client.tool("ask_client", {"request": "elicit"}))) == {
         "result": {"action": "accept", "content": {"colour": "red"}}}
+
+
+@pytest.mark.parametrize("prop", [{"type": "string", "minLength": -1}, {"type": "integer", "maximum": "10"}])
+async def test_a_schema_its_answer_could_not_be_checked_against_is_refused_before_asking(prop):
+    """Flat but not valid JSON Schema: refused when asking (a ValueError), as a nested one is."""
+    server = Server("forms")
+    refused: list[BaseException] = []
+
+    @server.define_tool(name="ask", input_schema={"type": "object"})
+    async def ask(arguments: dict, server_context: ServerContext) -> str:
+        try:
+            await server_context.create_form_elicitation("Fill in", {"type": "object",
+                                                                     "properties": {"x": prop}})
+        except ValueError as exc:
+            refused.append(exc)
+        return "done"
+
+    peer = await connected(server, "2025-11-25", {"elicitation": {}})
+    await peer.call_tool("ask", {})
+    assert [type(e).__name__ for e in refused] == ["SchemaError"]
+    assert peer.sent == []

@@ -192,12 +192,16 @@ class ElicitationContentError(InvalidParamsError):
 
 def check_form_answer(result: Any, requested_schema: dict) -> Any:
     """``result`` (the client's ``elicitation/create`` answer) once an ``accept`` is known to carry
-    content matching ``requested_schema``: required fields present, types, enums, bounds, and no
-    field the form did not ask for. Formats (email, date...) are not checked."""
+    content matching ``requested_schema``: required fields present, types, enums, bounds. Fields
+    the form did not ask for are left out (some clients send more than they were asked); formats
+    (email, date...) are not checked."""
     if not isinstance(result, dict) or result.get("action") != "accept":
         return result
     content = result.get("content", {})
-    errors = validation_errors({**requested_schema, "additionalProperties": False}, content)
+    if isinstance(content, dict):
+        asked = requested_schema["properties"]
+        content = {name: value for name, value in content.items() if name in asked}
+    errors = validation_errors(requested_schema, content)
     if errors:
-        raise ElicitationContentError(errors, content)
-    return result
+        raise ElicitationContentError(errors, result.get("content", {}))
+    return {**result, "content": content}

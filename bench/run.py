@@ -286,7 +286,7 @@ def configs(workdir: Path, postgres_url: str | None, redis_url: str | None) -> d
     uvicorn = [python, "-m", "uvicorn", "--no-access-log", "--log-level", "warning", "--lifespan", "off",
                "--host", HOST, "--port", "{port}", "project.asgi:application"]
     # One client address opens thousands of sessions here: the per-principal limit is lifted.
-    base = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0",
+    base = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0", "DJANGO_DEVELOPMENT": "1",
             "MCP_MAX_SESSIONS_PER_PRINCIPAL": "none"}
     sqlite = {**base, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
     migrate = [python, "manage.py", "migrate", "--noinput", "-v", "0"]

@@ -13,6 +13,7 @@ class MCPServerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from . import checks  # noqa: F401 - registers the system checks
         from .settings import mcp_settings
 
         if mcp_settings.AUTODISCOVER:

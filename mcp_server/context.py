@@ -15,7 +15,7 @@ from mcp_protocol.cancellation import Cancellation
 from mcp_protocol.content import to_wire
 
 from . import logging_levels
-from .elicitation import check_requested_schema
+from .elicitation import check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError, ValidationError
 from .outgoing import DeliveryError
 
@@ -169,14 +169,19 @@ class ServerContext(Mapping):
                                 timeout: float | None = None) -> Any:
         """``elicitation/create`` in form mode; returns ``{"action", "content"?}``.
 
-        ``requested_schema`` must be flat: an object of primitive fields (see ``EnumSchema``).
+        ``requested_schema`` must be flat: an object of primitive fields (see ``EnumSchema``). An
+        ``accept`` whose content does not match it raises ``ElicitationContentError`` (-32602).
         """
         self._require(methods.ELICITATION_CREATE, "elicitation.form")
         check_requested_schema(requested_schema, self.protocol_version)
         params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
         if self.protocol_version is not None and self.protocol_version < "2025-11-25":
             del params["mode"]  # modes arrived with 2025-11-25
-        return self._request(methods.ELICITATION_CREATE, params, timeout)
+        return self._io(self._form_elicitation(params, requested_schema, timeout))
+
+    async def _form_elicitation(self, params: dict, requested_schema: dict, timeout: float | None) -> Any:
+        answer = await self._ask(methods.ELICITATION_CREATE, params, timeout)
+        return check_form_answer(answer, requested_schema)
 
     def create_url_elicitation(self, message: str, url: str, elicitation_id: str,
                                timeout: float | None = None) -> Any:
@@ -198,10 +203,11 @@ class ServerContext(Mapping):
         return result
 
     def _request(self, method: str, params: dict | None, timeout: float | None) -> Any:
-        return self._io(self.session.request(
-            method, params, related_request_id=self.request_id, timeout=timeout,
-            cancellation=self.cancellation,
-        ))
+        return self._io(self._ask(method, params, timeout))
+
+    def _ask(self, method: str, params: dict | None, timeout: float | None) -> Coroutine:
+        return self.session.request(method, params, related_request_id=self.request_id, timeout=timeout,
+                                    cancellation=self.cancellation)
 
     def _require(self, method: str, capability: str) -> None:
         if self.session.requests_refused:

@@ -45,15 +45,23 @@ async def handle_json(server: Server, text: str | bytes, session: ServerSession)
     except jsonrpc.DecodeError as refused:
         return jsonrpc.encode(refused.response())
     answer = await handle_payload(server, payload, session)
-    return None if answer is None else encode_answer(server, answer, payload)
+    if answer is None:
+        return None
+    failures: list[tuple[BaseException, dict]] = []
+    text = encode_answer(server, answer, payload, failures)
+    for exc, context in failures:  # reported before the answer goes out
+        await server.report_exception_async(exc, context)
+    return text
 
 
-def encode_answer(server: Server, answer: Any, payload: Any) -> str:
+def encode_answer(server: Server, answer: Any, payload: Any,
+                  failures: list[tuple[BaseException, dict]] | None = None) -> str:
     """The JSON text of a response or batch of responses to ``payload``.
 
     A result JSON cannot carry (a ``datetime`` returned by a handler, say) becomes -32603 for
     that request alone, keeping its id, instead of an exception that loses every answer.
-    Encoding is tried once as a whole first, so the usual case costs nothing extra.
+    Encoding is tried once as a whole first, so the usual case costs nothing extra. Each failure
+    goes to the exception reporter, or into ``failures`` for a caller that reports them itself.
     """
     try:
         return jsonrpc.encode(answer)
@@ -69,7 +77,10 @@ def encode_answer(server: Server, answer: Any, payload: Any) -> str:
             jsonrpc.encode(response)
         except (TypeError, ValueError) as exc:
             request_id = response.get("id")
-            server.report_exception(exc, {"request": by_id.get(request_id)})
+            if failures is None:
+                server.report_exception(exc, {"request": by_id.get(request_id)})
+            else:
+                failures.append((exc, {"request": by_id.get(request_id)}))
             response = jsonrpc.error_response(request_id, INTERNAL_ERROR, "Internal error")
         fixed.append(response)
     return jsonrpc.encode(fixed if isinstance(answer, list) else fixed[0])
@@ -108,7 +119,7 @@ async def _notify_hook(server: Server, method: str, hook: Any, params: dict) -> 
     try:
         await call_user_code(hook, params)
     except Exception as exc:
-        server.report_exception(exc, {"notification": method})
+        await server.report_exception_async(exc, {"notification": method})
 
 
 async def _handle_request(server: Server, incoming: jsonrpc.Incoming,
@@ -120,7 +131,7 @@ async def _handle_request(server: Server, incoming: jsonrpc.Incoming,
         )
     handler, capability = server.method_handler(method)
     if handler is None:
-        server.instrument({"method": "unsupported_method", "duration": 0.0})
+        await server.instrument_async({"method": "unsupported_method", "duration": 0.0})
         return jsonrpc.error_response(request_id, METHOD_NOT_FOUND, "Method not found", method)
     if capability is not None and not declares(server.capabilities, capability):
         return jsonrpc.error_from(request_id, MissingCapabilityError(method, capability))
@@ -178,7 +189,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             # Reported here, once, even if around_request swallows it.
             outcome.error = exc
             data["error"] = "internal_error"
-            server.report_exception(exc, {"request": ctx.message})
+            await server.report_exception_async(exc, {"request": ctx.message})
             raise
         finally:
             outcome.done = True
@@ -194,11 +205,11 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             await _call_around(around, data, call_next)
     except Exception as exc:
         if outcome.error is None:  # raised by the hook itself, not by the handler
-            server.report_exception(exc, {"request": ctx.message})
+            await server.report_exception_async(exc, {"request": ctx.message})
             outcome.error = exc
     if not outcome.done and outcome.error is None:
         outcome.error = RuntimeError("around_request did not call the request handler")
-        server.report_exception(outcome.error, {"request": ctx.message})
+        await server.report_exception_async(outcome.error, {"request": ctx.message})
 
     cancelled = ctx.cancellation.cancelled or isinstance(outcome.error, CancelledError)
     if cancelled:
@@ -208,7 +219,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             reason = outcome.error.reason
         data["cancellation_reason"] = reason
     data["duration"] = time.perf_counter() - started
-    server.instrument(data)
+    await server.instrument_async(data)
 
     if cancelled:
         return None  # a cancelled request gets no response

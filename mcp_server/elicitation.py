@@ -1,4 +1,5 @@
-"""Elicitation form schemas: the ``EnumSchema`` builders and the flat-schema rule.
+"""Elicitation form schemas: the ``EnumSchema`` builders, the flat-schema rule, and the check
+of what a client accepted against the schema it was asked to fill.
 
 A form's ``requestedSchema`` is an object whose properties are primitives only (string, number,
 integer, boolean, or a single- or multi-select enum), so that any client can render it as a form.
@@ -7,6 +8,9 @@ integer, boolean, or a single- or multi-select enum), so that any client can ren
 from __future__ import annotations
 
 from typing import Any
+
+from mcp_protocol.errors import InvalidParamsError
+from mcp_protocol.json_schema import check_schema, validation_errors
 
 STRING_FORMATS = ("date", "date-time", "email", "uri")
 _COMMON = ("title", "description")
@@ -139,6 +143,8 @@ def check_requested_schema(schema: Any, protocol_version: str | None = None) -> 
     required = schema.get("required", [])
     if not isinstance(required, list) or any(r not in properties for r in required):
         raise ValueError(f"requested_schema required names unknown properties: {required!r}")
+    # A valid JSON Schema too (a negative minLength, say), so the answer can be checked against it.
+    check_schema(schema)
     return schema
 
 
@@ -167,3 +173,35 @@ def _check_property(name: str, prop: Any) -> None:
     if default is not None and (not isinstance(default, expected) or
                                 (kind in ("number", "integer") and isinstance(default, bool))):
         raise ValueError(f"property {name!r}: default {default!r} is not a {kind}")
+
+
+class ElicitationContentError(InvalidParamsError):
+    """A client accepted a form elicitation with content that does not match the requested schema.
+
+    Raised to the tool instead of the answer, so invalid content is never taken for valid; a tool
+    that does not catch it answers its request with -32602. ``errors`` says what was wrong, field
+    by field; ``content`` is what the client sent.
+    """
+
+    def __init__(self, errors: list[str], content: Any):
+        self.errors = errors
+        self.content = content
+        super().__init__("Invalid elicitation response: the accepted content does not match the "
+                         f"requested schema: {'; '.join(errors)}", data={"errors": errors})
+
+
+def check_form_answer(result: Any, requested_schema: dict) -> Any:
+    """``result`` (the client's ``elicitation/create`` answer) once an ``accept`` is known to carry
+    content matching ``requested_schema``: required fields present, types, enums, bounds. Fields
+    the form did not ask for are left out (some clients send more than they were asked); formats
+    (email, date...) are not checked."""
+    if not isinstance(result, dict) or result.get("action") != "accept":
+        return result
+    content = result.get("content", {})
+    if isinstance(content, dict):
+        asked = requested_schema["properties"]
+        content = {name: value for name, value in content.items() if name in asked}
+    errors = validation_errors(requested_schema, content)
+    if errors:
+        raise ElicitationContentError(errors, result.get("content", {}))
+    return {**result, "content": content}

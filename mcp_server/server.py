@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from .errors import MethodAlreadyDefinedError
 from .handlers import BUILTIN_METHODS
 from .handlers.cache_hints import check as check_cache_hints
 from .handlers.pagination import check_page_size
+from .hook_calls import call_hook, fire_hook
 from .invoke import call_with_params
 from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
@@ -92,8 +94,9 @@ class Server:
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
         self.resource_templates: dict[str, ResourceTemplate] = {}
-        # Where server-wide notifications go; set by the transport serving this server.
-        self.transport: Any = None
+        # Where server-wide notifications go: every live transport serving this server, oldest
+        # first (weak references: a transport nobody serves any more is forgotten).
+        self._transports: list[Callable[[], Any]] = []
         # The connection state used by handle()/handle_json() and single-session transports.
         self.session = ServerSession(self)
 
@@ -368,6 +371,41 @@ class Server:
         """A client's answer to a server-to-client request; unknown ids are ignored."""
         session.resolve_response(message)
 
+    # Transports ------------------------------------------------------------------------------
+    def add_transport(self, transport: Any) -> None:
+        """Send server-wide notifications through ``transport`` too (each transport calls this)."""
+        self._transports = [ref for ref in self._transports if ref() not in (None, transport)]
+        self._transports.append(_reference(transport))
+
+    @property
+    def transports(self) -> list[Any]:
+        """The live transports serving this server, oldest first."""
+        return [t for t in (ref() for ref in self._transports) if t is not None]
+
+    @property
+    def transport(self) -> Any:
+        """The newest transport serving this server (None before any)."""
+        transports = self.transports
+        return transports[-1] if transports else None
+
+    @transport.setter
+    def transport(self, transport: Any) -> None:
+        """Serve server-wide notifications through ``transport`` alone (None: through none); kept
+        by a strong reference, as an attribute would be."""
+        self._transports = [] if transport is None else [lambda: transport]
+
+    def _notification_routes(self) -> list[Any]:
+        """One transport per set of listening streams: transports sharing a broadcast group (their
+        processes' runtimes in one channel-layer group) reach the same streams through any of them."""
+        seen: set[Any] = set()
+        routes = []
+        for transport in self.transports:
+            key = getattr(transport, "broadcast_group", None) or id(transport)
+            if key not in seen:
+                seen.add(key)
+                routes.append(transport)
+        return routes
+
     # Server-wide notifications ---------------------------------------------------------------
     def notify_tools_list_changed(self) -> bool:
         return self._broadcast(methods.NOTIFICATIONS_TOOLS_LIST_CHANGED, "tools_list_changed")
@@ -382,13 +420,13 @@ class Server:
 
     def notify_resources_updated(self, uri: str) -> bool:
         """``notifications/resources/updated`` to every session subscribed to ``uri``."""
-        if self.transport is None:
-            return False
-        try:
-            return bool(self.transport.notify_resource_updated(uri))
-        except Exception as exc:
-            self.report_exception(exc, {"notification": "resources_updated"})
-            return False
+        sent = False
+        for transport in self._notification_routes():
+            try:
+                sent = bool(transport.notify_resource_updated(uri)) or sent
+            except Exception as exc:
+                self.report_exception(exc, {"notification": "resources_updated"})
+        return sent
 
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> bool:
         """A log message to every session whose level lets it through."""
@@ -401,36 +439,52 @@ class Server:
 
     def _broadcast(self, method: str, label: str, params: dict | None = None, *,
                    level: str | None = None) -> bool:
-        if self.transport is None:
-            return False
-        try:
-            return bool(self.transport.broadcast(jsonrpc.notification(method, params), level=level))
-        except Exception as exc:
-            self.report_exception(exc, {"notification": label})
-            return False
+        sent = False
+        for transport in self._notification_routes():
+            try:
+                sent = bool(transport.broadcast(jsonrpc.notification(method, params), level=level)) or sent
+            except Exception as exc:
+                self.report_exception(exc, {"notification": label})
+        return sent
 
     # Observability ---------------------------------------------------------------------------
+    # Both hooks may use the ORM: a plain function runs on a worker thread, never on the event
+    # loop (see hook_calls). The async forms are done when they return; the plain forms, called
+    # on the event loop's thread, go on in the background.
     def report_exception(self, exc: BaseException, context: dict) -> None:
         reporter = self.configuration.exception_reporter
         if reporter is None:
             logger.error("MCP %s failed", next(iter(context), "request"), exc_info=exc)
             return
-        try:
-            reporter(exc, context)
-        except Exception:
-            logger.exception("exception_reporter failed")
+        fire_hook(reporter, "exception_reporter", exc, context)
+
+    async def report_exception_async(self, exc: BaseException, context: dict) -> None:
+        reporter = self.configuration.exception_reporter
+        if reporter is None:
+            logger.error("MCP %s failed", next(iter(context), "request"), exc_info=exc)
+            return
+        await call_hook(reporter, "exception_reporter", exc, context)
 
     def instrument(self, data: dict) -> None:
         callback = self.configuration.instrumentation_callback
-        if callback is None:
-            return
-        try:
-            callback(data)
-        except Exception:
-            logger.exception("instrumentation_callback failed")
+        if callback is not None:
+            fire_hook(callback, "instrumentation_callback", data)
+
+    async def instrument_async(self, data: dict) -> None:
+        callback = self.configuration.instrumentation_callback
+        if callback is not None:
+            await call_hook(callback, "instrumentation_callback", data)
 
     def __repr__(self) -> str:
         return f"<Server {self.name} {self.version}>"
+
+
+def _reference(transport: Any) -> Callable[[], Any]:
+    """A weak reference where the object allows one (a strong one otherwise)."""
+    try:
+        return weakref.ref(transport)
+    except TypeError:
+        return lambda: transport
 
 
 def _instance(item: Any) -> Any:

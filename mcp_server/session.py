@@ -104,7 +104,7 @@ class ServerSession:
         except Exception as exc:
             # A broken stream must not raise into the handler (NOTIF-06): report it and say so.
             is_notification = "id" not in message
-            self.server.report_exception(
+            await self.server.report_exception_async(
                 exc, {"notification": message.get("method")} if is_notification else {"request": message}
             )
             return False

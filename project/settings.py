@@ -1,6 +1,7 @@
 """Settings of the demo project.
 
-With no configuration it runs on the embedded default: SQLite and the in-memory channel layer.
+It needs ``DJANGO_SECRET_KEY``, or ``DJANGO_DEVELOPMENT=1`` on a development machine (see below).
+With no other configuration it runs on the embedded default: SQLite and the in-memory channel layer.
 ``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
 ``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom).
 """
@@ -9,11 +10,23 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-demo-key-change-me-in-production")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+# Safe by default: DEBUG only when asked for, and a real secret key outside development.
+# Development is DJANGO_DEBUG=1, or DJANGO_DEVELOPMENT=1 (set by scripts/demo and the test suite):
+# there, without DJANGO_SECRET_KEY, a fixed key that Django's deploy checks flag as insecure is used.
+DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
+DEVELOPMENT = DEBUG or os.environ.get("DJANGO_DEVELOPMENT") == "1"
+INSECURE_DEVELOPMENT_KEY = "django-insecure-development-only-key-never-use-in-production"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (INSECURE_DEVELOPMENT_KEY if DEVELOPMENT else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is not set. Set it to a long random value, for example the output of "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'; on a development machine, "
+        "DJANGO_DEVELOPMENT=1 (or DJANGO_DEBUG=1) uses an insecure development key instead."
+    )
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 
 INSTALLED_APPS = [

@@ -7,8 +7,8 @@
 import json
 import os
 
-from project.settings import *  # noqa: F403
-from project.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
+from tests.settings import *  # noqa: F403
+from tests.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_HTTP_SETTINGS") or "{}")}

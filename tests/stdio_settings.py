@@ -13,8 +13,8 @@ import json
 import os
 import sys
 
-from project.settings import *  # noqa: F403
-from project.settings import INSTALLED_APPS, MCP_SERVER
+from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS, MCP_SERVER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
 

@@ -321,6 +321,10 @@ async def test_server_log_failure_is_reported_not_raised():
 
     server.transport = Broken()
     assert server.notify_log_message("x", level="error") is False
+    # Called on the event loop's thread, the plain reporter runs on a worker thread: wait for it.
+    deadline = asyncio.get_running_loop().time() + 30
+    while not reports and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
     [(exc, context)] = reports
     assert isinstance(exc, OSError) and context == {"notification": "log_message"}
     with pytest.raises(ValueError, match="unknown log level"):

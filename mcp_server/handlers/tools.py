@@ -74,7 +74,7 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
     except Exception as exc:
         # The client learns that the tool failed, never why (CWE-209); the reporter learns why.
         data["error"] = "internal_error"
-        server.report_exception(exc, {"request": ctx.message})
+        await server.report_exception_async(exc, {"request": ctx.message})
         return _error_result(INTERNAL_ERROR_TEXT)
 
     result = _as_result(value, tool)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING
 
+from ..invoke import call_user_code
 from .checks import Request
 from .errors import HTTPError
 from .session_store import SessionRecord
@@ -33,8 +33,7 @@ async def authorize(transport: StreamableHTTPTransport, request: Request,
         raise HTTPError(403, "Forbidden: the Origin differs from the one that opened the session")
     validator = transport.session_request_validator
     if validator is not None:
-        allowed = validator(request, record.id)
-        if inspect.isawaitable(allowed):
-            allowed = await allowed
+        # A plain function runs on a worker thread, so it may use the ORM; async def is awaited.
+        allowed = await call_user_code(validator, request, record.id)
         if not allowed:
             raise HTTPError(403, "Forbidden: the session request validator refused this request")

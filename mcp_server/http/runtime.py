@@ -1,6 +1,7 @@
 """What one process knows and how processes tell each other things.
 
-Each process has one channel on the channel layer and belongs to the group of every process.
+Each process has one channel on the channel layer and belongs to the group of every process
+serving the same server (:func:`runtime_group`).
 Which process holds a session's listening stream, serves an in-flight request, or waits for the
 client's answer to a request is kept in the shared state, pointing at that process's channel; a
 heartbeat of that channel, renewed here, tells the other processes it is alive (``liveness.py``).
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import re
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TypeVar
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_server.http")
 T = TypeVar("T")
 
-RUNTIME_GROUP = "mcp.runtime"
+RUNTIME_GROUP = "mcp.runtime"  # the prefix of every server's group of processes
 # Seconds between renewals of this process's membership of the group: Channels expires it after a
 # day, and a Redis that lost its data (a flush, a failover to an empty replica) has forgotten it,
 # when broadcasts and session ends stop reaching this process until the next renewal. The claims
@@ -67,6 +70,19 @@ async def on_layer(call: Awaitable[T]) -> T:
         raise RedisUnavailable(f"the channel layer failed: {type(exc).__name__}: {exc}") from exc
 
 
+def runtime_group(server_name: str, group: str | None = None) -> str:
+    """The channel-layer group of the processes serving one server: named after the server (or
+    ``group``), so two servers on one channel layer never receive each other's messages.
+
+    Channels allows only ASCII letters, digits, ``-``, ``_`` and ``.`` (under 100 characters): the
+    name keeps a readable part of the server's name plus a hash of all of it, which stays distinct.
+    """
+    name = group if group is not None else server_name
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    return f"{RUNTIME_GROUP}.{readable}.{digest}"
+
+
 class Runtime:
     """The per-process part of a transport: started lazily on the first request."""
 
@@ -88,7 +104,7 @@ class Runtime:
     async def start(self) -> None:
         if self.layer is not None:
             self.channel = await self.layer.new_channel("mcp.process.")
-            await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
+            await on_layer(self.layer.group_add(self.transport.group, self.channel))
             self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
             self._tasks.append(asyncio.create_task(self._rejoin_forever(), name="mcp-rejoin"))
         # Alive before claiming anything: a claim without a heartbeat reads as a dead process's.
@@ -107,7 +123,7 @@ class Runtime:
             await self.transport.liveness.stop(self.channel_key)
         if self.layer is not None and self.channel is not None:
             with contextlib.suppress(Exception):
-                await self.layer.group_discard(RUNTIME_GROUP, self.channel)
+                await self.layer.group_discard(self.transport.group, self.channel)
 
     # Sending to the process that holds something ---------------------------------------------
     async def send_to(self, channel: str | None, message: dict) -> None:
@@ -123,7 +139,7 @@ class Runtime:
         if self.layer is None:
             await self._handle(message)
         else:
-            await on_layer(self.layer.group_send(RUNTIME_GROUP, message))
+            await on_layer(self.layer.group_send(self.transport.group, message))
 
     # Receiving -------------------------------------------------------------------------------
     async def _receive_forever(self) -> None:
@@ -224,7 +240,7 @@ class Runtime:
         while True:
             await asyncio.sleep(GROUP_REJOIN_INTERVAL)
             try:
-                await on_layer(self.layer.group_add(RUNTIME_GROUP, self.channel))
+                await on_layer(self.layer.group_add(self.transport.group, self.channel))
                 if await self.transport.state.add(marker, "1", MARKER_TTL):
                     await self.transport.reclaim(self)
             except asyncio.CancelledError:

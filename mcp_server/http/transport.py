@@ -26,7 +26,7 @@ from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, Event
 from .limits import StreamSlots, check_limits
 from .liveness import Liveness, holder_channel, request_stopped
 from .redis_client import Backoff, RedisUnavailable
-from .runtime import RUNTIME_GROUP, Runtime, on_layer
+from .runtime import Runtime, on_layer, runtime_group
 from .session import request_key
 from .session_store import SessionStore
 from .shared_state import LocalState, SharedState
@@ -55,7 +55,9 @@ class StreamableHTTPTransport:
     ``max_request_bytes``, ``max_json_depth``, ``max_json_containers``,
     ``server_to_client_request_timeout``; the fair-share limits ``max_sessions_per_principal``,
     ``max_streams_per_session``, ``max_subscriptions_per_session`` and ``max_sse_buffer_bytes``
-    (each None: unlimited).
+    (each None: unlimited); ``group``: the channel-layer group of the processes serving this
+    endpoint (default: named after the server, so servers sharing a channel layer never see each
+    other's broadcasts).
     ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
     (streams, requests, waits for answers) is let go once it missed them (see :mod:`.liveness`).
     """
@@ -85,6 +87,7 @@ class StreamableHTTPTransport:
         max_streams_per_session: int | None = 10,
         max_subscriptions_per_session: int | None = 1000,
         max_sse_buffer_bytes: int | None = 4 * MIB,
+        group: str | None = None,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
                             ("max_json_containers", max_json_containers)):
@@ -99,6 +102,7 @@ class StreamableHTTPTransport:
                      max_subscriptions_per_session=max_subscriptions_per_session,
                      max_sse_buffer_bytes=max_sse_buffer_bytes)
         self.server = server
+        self.group = runtime_group(server.name, group)
         self.stateless = stateless
         self.enable_json_response = enable_json_response
         self._allowed_hosts = allowed_hosts
@@ -128,7 +132,7 @@ class StreamableHTTPTransport:
         self._publish_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        server.transport = self
+        server.add_transport(self)  # beside any other transport of the server, not instead
 
     @property
     def allowed_hosts(self) -> list[str]:
@@ -405,13 +409,19 @@ class StreamableHTTPTransport:
         (a management command, a Celery task)."""
         layer = get_channel_layer()
         if layer is not None:
-            await on_layer(layer.group_send(RUNTIME_GROUP, message))
+            await on_layer(layer.group_send(self.group, message))
             return
         runtime = self._runtimes.get(asyncio.get_running_loop())
         if runtime is not None:
             await runtime.send_to_all(message)
 
     # Server-wide notifications (``server.notify_*``) --------------------------------------------
+    @property
+    def broadcast_group(self) -> str | None:
+        """Transports of one server with the same group on a channel layer reach the same listening
+        streams (each process's runtimes all join it): the server notifies through one of them."""
+        return self.group if get_channel_layer() is not None else None
+
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
         """Send to every session's listening stream, in every process; callable from anywhere.
 

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 
-from .. import logging_levels
+from .. import hook_calls, logging_levels
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class StdioTransport:
             server, outbound=self, request_timeout=server_to_client_request_timeout
         )
         server.session = self.session
-        server.transport = self
+        server.add_transport(self)
 
     def open(self) -> None:
         """Serve until stdin closes (or a bad frame closes the connection: see ``error``)."""
@@ -69,7 +69,7 @@ class StdioTransport:
                 if line is None:
                     break
                 if isinstance(line, BaseException):
-                    self._fail(line)
+                    await self._fail(line)
                     break
                 if not line.strip():
                     continue
@@ -89,6 +89,7 @@ class StdioTransport:
             self.session.pending.cancel_all("Transport closed: stdin reached its end")
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+            await hook_calls.settle()  # reports still on their way
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue) -> None:
         try:
@@ -106,16 +107,16 @@ class StdioTransport:
             return
         loop.call_soon_threadsafe(lines.put_nowait, None)
 
-    def _fail(self, exc: BaseException) -> None:
+    async def _fail(self, exc: BaseException) -> None:
         self.error = exc
-        self.server.report_exception(exc, {"transport": "stdio"})
+        await self.server.report_exception_async(exc, {"transport": "stdio"})
         print(f"mcp stdio: closing the connection: {exc}", file=self._stderr, flush=True)
 
     async def _answer(self, line: bytes) -> None:
         try:
             answer = await self.server.handle_json_async(line, self.session)
         except Exception as exc:  # never let one message take the server down
-            self.server.report_exception(exc, {"transport": "stdio"})
+            await self.server.report_exception_async(exc, {"transport": "stdio"})
             answer = jsonrpc.encode(jsonrpc.error_response(None, -32603, "Internal error"))
         if answer is not None:
             self._write_line(answer)

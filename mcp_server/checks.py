@@ -1,0 +1,39 @@
+"""System checks (``manage.py check``) of the MCP server's settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from .settings import mcp_settings
+
+
+@checks.register(checks.Tags.security)
+def check_dns_rebinding_protection(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn when the Streamable HTTP endpoint accepts any Host: DNS rebinding protection is off.
+
+    A web page on any site can then make a browser on the user's machine talk to a server bound
+    to a local or private address (the attack the Host and Origin checks exist for).
+    """
+    if not mcp_settings.DNS_REBINDING_PROTECTION:
+        return [checks.Warning(
+            "MCP_SERVER['DNS_REBINDING_PROTECTION'] is False: the /mcp endpoint accepts any Host "
+            "and Origin header.",
+            hint="Leave it True and list the endpoint's public host names in ALLOWED_HOSTS "
+                 "(or MCP_SERVER['ALLOWED_HOSTS']).",
+            id="mcp_server.W001",
+        )]
+    custom = mcp_settings.ALLOWED_HOSTS
+    hosts, name = (settings.ALLOWED_HOSTS, "ALLOWED_HOSTS") if custom is None else \
+        (custom, "MCP_SERVER['ALLOWED_HOSTS']")
+    if "*" in hosts:
+        return [checks.Warning(
+            f"{name} contains '*': the /mcp endpoint accepts any Host header, so DNS rebinding "
+            "protection is effectively off.",
+            hint="List the endpoint's public host names instead"
+                 + ("; or give MCP_SERVER['ALLOWED_HOSTS'] its own list." if custom is None else "."),
+            id="mcp_server.W002",
+        )]
+    return []

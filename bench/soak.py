@@ -794,7 +794,8 @@ def main() -> int:
     fresh_database(args.postgres_url)
     flush_redis(args.redis_url)
     workdir = Path(tempfile.mkdtemp(prefix="mcp-soak-"))
-    settings = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0",
+    # A machine of the benchmark's own: the demo's development key is fine there.
+    settings = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0", "DJANGO_DEVELOPMENT": "1",
                 "DATABASE_URL": args.postgres_url, "REDIS_URL": args.redis_url}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **settings}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env,

@@ -162,3 +162,37 @@ def test_two_servers_on_one_redis_never_see_each_others_broadcasts(django_db_blo
     finally:
         shop.stop()
         blog.stop()
+
+
+@pytest.mark.parametrize("store", ["database", "redis"])
+async def test_a_resumed_stream_replays_the_broadcasts_of_its_own_server_only(store):
+    from django.utils import timezone
+
+    from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
+    from mcp_server.models import Session
+
+    if store == "redis":
+        require_services()
+        with redis_client(REDIS_DB) as redis:
+            redis.flushdb()
+    stores = {"database": DatabaseEventStore, "redis": lambda: RedisEventStore(
+        f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}", retention=3600)}
+    shop = StreamableHTTPTransport(Server("shop"), event_store=stores[store]())
+    blog = StreamableHTTPTransport(Server("blog"), event_store=stores[store]())
+    for session_id in ("shop-session", "blog-session"):
+        await Session.objects.acreate(id=session_id, protocol_version="2025-11-25",
+                                      last_activity=timezone.now())
+    try:
+        await shop.broadcast_async({"jsonrpc": "2.0", "method": TOOLS_CHANGED})
+        await blog.broadcast_async({"jsonrpc": "2.0", "method": PROMPTS_CHANGED})
+
+        async def replayed(transport: StreamableHTTPTransport, session_id: str) -> list[str]:
+            events = await transport.events.replay(session_id, GET_STREAM, 0,
+                                                   broadcasts=transport.broadcast_stream)
+            return [message["method"] for _sequence, message, _level in events]
+
+        assert await replayed(shop, "shop-session") == [TOOLS_CHANGED]
+        assert await replayed(blog, "blog-session") == [PROMPTS_CHANGED]
+    finally:
+        await shop.close()
+        await blog.close()

@@ -85,14 +85,18 @@ class EventStore(Protocol):
                      level: str = "") -> int | None:
         """Store one event; returns its sequence number, or None when the session is gone."""
 
-    async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
+    async def replay(self, session_id: str, stream: str, after: int,
+                     broadcasts: str = BROADCAST_STREAM) -> list[tuple[int, dict, str]]:
         """The events of ``stream`` after ``after``: ``(sequence, message, level)`` in order.
 
-        The ``get`` stream includes broadcast events (to every session) since the session began.
-        Raises :class:`EventsDropped` when some of them were dropped (the session's limits).
+        The ``get`` stream includes the events of the stream ``broadcasts`` (stored with no session:
+        each server's notifications to all its sessions) since the session began. Raises
+        :class:`EventsDropped` when some of them were dropped (the session's limits).
         """
 
-    async def purge(self, older_than: datetime.timedelta) -> int: ...
+    async def purge(self, older_than: datetime.timedelta) -> int:
+        """Remove the broadcast events (of every server) older than ``older_than``; a store may
+        remove a session's old events too (they also expire with the retention)."""
 
     async def forget(self, session_id: str) -> None:
         """Drop a session's events (it was deleted or expired)."""
@@ -186,17 +190,18 @@ class DatabaseEventStore:
             StreamEvent.objects.filter(pk__in=list(markers.values())).update(dropped=True, message={}, size=0)
         Session.objects.filter(pk=session_id).update(stored_events=count, stored_bytes=total)
 
-    async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
-        return await run_in_thread(self._replay, session_id, stream, after)
+    async def replay(self, session_id: str, stream: str, after: int,
+                     broadcasts: str = BROADCAST_STREAM) -> list[tuple[int, dict, str]]:
+        return await run_in_thread(self._replay, session_id, stream, after, broadcasts)
 
     @staticmethod
-    def _replay(session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
+    def _replay(session_id: str, stream: str, after: int, broadcasts: str) -> list[tuple[int, dict, str]]:
         from ..models import Session, StreamEvent
 
         mine = Q(session_id=session_id, stream=stream)
         if stream == GET_STREAM:
             started = Session.objects.filter(pk=session_id).values_list("created_at", flat=True)
-            mine |= Q(session__isnull=True, stream=BROADCAST_STREAM, created_at__gte=started[:1])
+            mine |= Q(session__isnull=True, stream=broadcasts, created_at__gte=started[:1])
         rows = StreamEvent.objects.filter(mine, pk__gt=after).order_by("pk")
         found = list(rows.values_list("pk", "message", "level", "dropped"))
         lost = [pk for pk, _message, _level, dropped in found if dropped]
@@ -342,8 +347,8 @@ class RedisEventStore:
         return f"{self.prefix}events:{session_id}:stream:"
 
     def _stream_key(self, session_id: str | None, stream: str) -> str:
-        if session_id is None:
-            return f"{self.prefix}events:{BROADCAST_STREAM}"
+        if session_id is None:  # a server's broadcasts
+            return f"{self.prefix}events:{stream}"
         return self._stream_prefix(session_id) + stream
 
     def _session_keys(self, session_id: str) -> list[str]:
@@ -361,6 +366,8 @@ class RedisEventStore:
                 self._stream_prefix(session_id) if session_id is not None else ""]
         connection = self.clients.get()
         sequence = await connection.run_script(_APPEND, keys, args)
+        if session_id is None:
+            await connection.execute("SADD", self._broadcast_keys, keys[1])  # for purge()
         if sequence >= 0:
             return sequence
         # The shared-state entry expired (a session that never expires, idle for a day) or the
@@ -369,7 +376,8 @@ class RedisEventStore:
             return None
         return await connection.run_script(_APPEND, [*keys[:4], ""], args)
 
-    async def replay(self, session_id: str, stream: str, after: int) -> list[tuple[int, dict, str]]:
+    async def replay(self, session_id: str, stream: str, after: int,
+                     broadcasts: str = BROADCAST_STREAM) -> list[tuple[int, dict, str]]:
         connection = self.clients.get()
         found = await connection.execute(
             "ZRANGEBYSCORE", self._stream_key(session_id, stream), f"({after}", "+inf", "WITHSCORES")
@@ -381,15 +389,23 @@ class RedisEventStore:
             started = await run_in_thread(_session_started_ms, session_id)
             if started is not None:
                 broadcasts = await connection.execute(
-                    "ZRANGEBYSCORE", self._stream_key(None, BROADCAST_STREAM), f"({after}", "+inf")
+                    "ZRANGEBYSCORE", self._stream_key(None, broadcasts), f"({after}", "+inf")
                 events += [event for event in _parse_events(broadcasts) if event[1] >= started]
                 events.sort(key=lambda event: event[0])
         return [(sequence, json.loads(text), level) for sequence, _ms, level, text in events]
 
+    @property
+    def _broadcast_keys(self) -> str:
+        """The set of the keys of every server's broadcasts."""
+        return f"{self.prefix}events:broadcast-streams"
+
     async def purge(self, older_than: datetime.timedelta) -> int:
         cutoff = int((time.time() - older_than.total_seconds()) * 1000)
-        return await self.clients.get().run_script(_PURGE, [self._stream_key(None, BROADCAST_STREAM)],
-                                                   [cutoff])
+        connection = self.clients.get()
+        removed = 0
+        for key in await connection.execute("SMEMBERS", self._broadcast_keys):
+            removed += await connection.run_script(_PURGE, [key], [cutoff])
+        return removed
 
     async def forget(self, session_id: str) -> None:
         await self.clients.get().run_script(

@@ -123,7 +123,8 @@ class ListenStream:
         """The stored events after ``after``. On a resumed POST stream, when its id was sent again
         after its process died (a live process serves it now), the error the earlier request got
         and what came before it belong to that earlier request: they are left out (for good)."""
-        events = await self.transport.events.replay(self.session_id, self.stream, after)
+        events = await self.transport.events.replay(self.session_id, self.stream, after,
+                                                    broadcasts=self.transport.broadcast_stream)
         if self.final_id is None:
             return events
         stopped = request_stopped(self.final_id)

@@ -103,6 +103,9 @@ class StreamableHTTPTransport:
                      max_sse_buffer_bytes=max_sse_buffer_bytes)
         self.server = server
         self.group = runtime_group(server.name, group)
+        # Where this server's broadcasts are stored for listening streams that resume: apart from
+        # those of any other server sharing the store.
+        self.broadcast_stream = f"{BROADCAST_STREAM}:{self.group}"
         self.stateless = stateless
         self.enable_json_response = enable_json_response
         self._allowed_hosts = allowed_hosts
@@ -438,7 +441,7 @@ class StreamableHTTPTransport:
 
     async def broadcast_async(self, message: dict, level: str | None = None) -> bool:
         async with self._publishing():
-            sequence = await self.events.append(None, BROADCAST_STREAM, message, level or "")
+            sequence = await self.events.append(None, self.broadcast_stream, message, level or "")
             await self._tell_every_process({"type": "mcp.broadcast", "sequence": sequence,
                                             "message": message, "level": level or ""})
         return True

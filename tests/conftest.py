@@ -81,3 +81,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     line = skip_summary(reporter.stats.get("skipped", []))
     if line is not None:
         reporter.write_line(line, yellow=True, bold=True)
+
+
+@pytest.fixture
+def short_lived_connections():
+    """Database connections opened on worker threads close after each use, so none is left open
+    when the test database is dropped."""
+    from django.db import connection
+
+    saved = connection.settings_dict.get("CONN_MAX_AGE")
+    connection.settings_dict["CONN_MAX_AGE"] = 0
+    yield
+    connection.settings_dict["CONN_MAX_AGE"] = saved

@@ -53,18 +53,6 @@ DEAD = "mcp.process.dead!gone"  # a channel whose process never beats
 
 # In process --------------------------------------------------------------------------------------
 
-@pytest.fixture
-def short_lived_connections():
-    """Database connections opened on worker threads close after each use, so none is left open
-    when the test database is dropped."""
-    from django.db import connection
-
-    saved = connection.settings_dict.get("CONN_MAX_AGE")
-    connection.settings_dict["CONN_MAX_AGE"] = 0
-    yield
-    connection.settings_dict["CONN_MAX_AGE"] = saved
-
-
 def shared(kind: str) -> tuple:
     """A shared state and event store of ``kind`` (fresh keys for each test)."""
     if kind == "local":

@@ -191,18 +191,6 @@ async def test_a_control_character_in_a_header_is_a_400(name):
     assert answer["error"]["message"] == f"Bad Request: control character in the {name} header"
 
 
-@pytest.fixture
-def short_lived_connections():
-    """Database connections opened on worker threads close after each use, so none is left open
-    when the test database is dropped."""
-    from django.db import connection
-
-    saved = connection.settings_dict.get("CONN_MAX_AGE")
-    connection.settings_dict["CONN_MAX_AGE"] = 0
-    yield
-    connection.settings_dict["CONN_MAX_AGE"] = saved
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("json_response", [False, True], ids=["sse", "json"])
 @pytest.mark.parametrize(("returned", "sent"), [("half of a pair: \ud800", "half of a pair: \ufffd"),

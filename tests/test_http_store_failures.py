@@ -10,9 +10,10 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
-from mcp_server.http.runtime import GROUP_REJOIN_INTERVAL, RUNTIME_GROUP
+from mcp_server.http.runtime import GROUP_REJOIN_INTERVAL, runtime_group
 
 from .harness import CLIENT_INFO
 from .http_cluster import (
@@ -32,8 +33,9 @@ from .wire import check_client_message, check_server_message
 
 LIST_CHANGED = "notifications/tools/list_changed"
 INTERNAL_ERROR = -32603
-# The channel layer's key of the group of every process (channels_redis, prefix "asgi").
-GROUP_KEY = f"asgi:group:{RUNTIME_GROUP}"
+# The channel layer's key of the group of the processes serving the demo server (channels_redis,
+# prefix "asgi").
+GROUP_KEY = f"asgi:group:{runtime_group(settings.MCP_SERVER['NAME'])}"
 # Generous room on top of each documented bound, for a loaded machine.
 SLACK = 30
 

@@ -144,10 +144,12 @@ def main() -> int:
                 for _ in range(options.bodies):
                     post(connection, body)
                 server_seconds = (server.cpu_seconds() - before) / options.bodies
+                # Read now: the reference below holds this process's GIL, and the pinger's thread with it.
+                worst_ping = pinger.worst
                 connection.close()
                 reference = reference_seconds(body)
                 rows.append((name, len(body), status, answer[:70].decode(errors="replace"), server_seconds,
-                             reference, pinger.worst))
+                             reference, worst_ping))
             pinger.stopping.set()
             pinger.join(10)
         finally:

@@ -89,22 +89,16 @@ def check_limits(**limits: int | None) -> None:
             raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
 
 
-async def check_principal(transport: StreamableHTTPTransport, principal: str, request_id: object) -> None:
-    """Refuse a new session to a principal that holds the most allowed (expired ones go first)."""
+async def admit_principal(transport: StreamableHTTPTransport, principal: str, session_id: str,
+                          count: int | None, request_id: object) -> None:
+    """A new session was stored, and its principal now has ``count`` (counted with the insert,
+    so sessions made at the same time on other processes are seen): past the limit, expired
+    sessions go first, and if it is still past it, this one is removed and refused."""
     limit = transport.max_sessions_per_principal
-    if limit is None or await _sessions_of(principal) < limit:
+    if limit is None or count is None or count <= limit:
         return
     await transport.reap()
-    if await _sessions_of(principal) >= limit:
-        raise _too_many_sessions(transport, request_id)
-
-
-async def recheck_principal(transport: StreamableHTTPTransport, principal: str, session_id: str,
-                            request_id: object) -> None:
-    """After the session was created: if other processes created some for the same principal
-    meanwhile and it is now past the limit, this one is removed and refused."""
-    limit = transport.max_sessions_per_principal
-    if limit is not None and await _sessions_of(principal) > limit:
+    if await _sessions_of(principal) > limit:
         await transport.sessions.delete(session_id)
         raise _too_many_sessions(transport, request_id)
 

@@ -19,7 +19,7 @@ from .checks import (
 )
 from .errors import HTTPError
 from .event_store import event_id, post_stream
-from .limits import check_principal, check_progress_token, principal_of, recheck_principal
+from .limits import admit_principal, check_progress_token, principal_of
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
 from .sse import SSEResponse
@@ -82,7 +82,6 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
     check_origin_storable(request)
     await _check_capacity(transport)
     principal = principal_of(request)
-    await check_principal(transport, principal, incoming.id)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
     answer = await transport.server.handle_async(incoming.message, session)
     if answer is None or "error" in answer:
@@ -95,8 +94,9 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         owner_id=request.user.pk if request.user is not None else None,
         origin=request.header("origin") or "", principal=principal,
     )
-    await transport.sessions.create(record)
-    await recheck_principal(transport, principal, record.id, incoming.id)
+    count = await transport.sessions.create(
+        record, count_principal=transport.max_sessions_per_principal is not None)
+    await admit_principal(transport, principal, record.id, count, incoming.id)
     await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
 
 

@@ -65,13 +65,16 @@ class SessionStore:
     def _key(session_id: str) -> str:
         return f"session:{session_id}"
 
-    async def create(self, record: SessionRecord) -> None:
-        await run_in_thread(self._insert, record)
+    async def create(self, record: SessionRecord, *, count_principal: bool = False) -> int | None:
+        """Store a new session; with ``count_principal``, returns how many sessions its principal
+        has now (this one included), counted in the same trip to the database."""
+        count = await run_in_thread(self._insert, record, count_principal)
         self._created_since += 1
         await self.state.set(self._key(record.id), record.dumps(), self._ttl)
+        return count
 
     @staticmethod
-    def _insert(record: SessionRecord) -> None:
+    def _insert(record: SessionRecord, count_principal: bool) -> int | None:
         from ..models import Session
 
         Session.objects.create(
@@ -80,6 +83,7 @@ class SessionStore:
             log_level=record.log_level, owner_id=record.owner_id, origin=record.origin,
             principal=record.principal, last_activity=timezone.now(),
         )
+        return Session.objects.filter(principal=record.principal).count() if count_principal else None
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """The live session with this id, or None when it is unknown or has expired."""

@@ -13,6 +13,10 @@ from tests.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_HTTP_SETTINGS") or "{}")}
 
+# Named, so that a test can end the processes' database connections and no others.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = "mcp-test-server"
+
 # The tests hand the server the test database by its real name.
 if os.environ.get("MCP_TEST_SQLITE_NAME"):
     DATABASES["default"]["NAME"] = os.environ["MCP_TEST_SQLITE_NAME"]

@@ -16,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 
-from mcp_server.http.event_store import RedisEventStore
+from mcp_server.http.event_store import RedisEventStore, broadcast_stream
+from mcp_server.http.runtime import runtime_group
 from mcp_server.models import Session
 
 from .http_cluster import (
@@ -385,7 +387,9 @@ def _stored_after(session_id: str, sequence: int) -> int:
 
     async def count() -> int:
         try:
-            return len(await store.replay(session_id, "get", sequence))
+            # The processes serve the demo server: its broadcasts are stored under its group.
+            broadcasts = broadcast_stream(runtime_group(settings.MCP_SERVER["NAME"]))
+            return len(await store.replay(session_id, "get", sequence, broadcasts=broadcasts))
         finally:
             store.clients.get().close()
 

@@ -207,13 +207,12 @@ def test_after_redis_loses_its_data_broadcasts_resumes_and_delete_recover_within
 
 
 def terminate_backends() -> int:
-    """``pg_terminate_backend`` every other connection to the test database (the processes');
-    returns how many."""
+    """``pg_terminate_backend`` every connection of the processes to the test database (named by
+    tests/http_settings.py; the test run's own stay); returns how many."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND backend_type = 'client backend'")
+            "WHERE datname = current_database() AND application_name = 'mcp-test-server'")
         return cursor.fetchone()[0]
 
 

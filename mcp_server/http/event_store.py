@@ -45,6 +45,12 @@ class HashedRequestId:
     stream: str
 
 
+def broadcast_stream(group: str) -> str:
+    """The stream a server's broadcasts are stored in, named after its group of processes, so
+    that servers sharing a store never replay each other's."""
+    return f"{BROADCAST_STREAM}:{group}"
+
+
 def post_stream(request_id: object) -> str:
     """The stream name of a POST; ``i``/``s`` keep the id 5 apart from the id "5"."""
     if isinstance(request_id, HashedRequestId):

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from mcp_protocol import methods
 
-from .event_store import BROADCAST_STREAM, GET_STREAM, DatabaseEventStore, EventStore, post_stream
+from .event_store import GET_STREAM, DatabaseEventStore, EventStore, broadcast_stream, post_stream
 from .limits import StreamSlots, check_limits
 from .liveness import Liveness, holder_channel, request_stopped
 from .redis_client import Backoff, RedisUnavailable
@@ -105,7 +105,7 @@ class StreamableHTTPTransport:
         self.group = runtime_group(server.name, group)
         # Where this server's broadcasts are stored for listening streams that resume: apart from
         # those of any other server sharing the store.
-        self.broadcast_stream = f"{BROADCAST_STREAM}:{self.group}"
+        self.broadcast_stream = broadcast_stream(self.group)
         self.stateless = stateless
         self.enable_json_response = enable_json_response
         self._allowed_hosts = allowed_hosts

@@ -48,6 +48,17 @@ def database_env() -> dict[str, str]:
     return {"DATABASE_URL": f"postgres://{user}@{host}:{port}/{settings['NAME']}"}
 
 
+def stop_process(process: subprocess.Popen, timeout: float = 10) -> None:
+    """Terminate ``process`` and wait for it; kill it if it does not end within ``timeout``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+
+
 class DaphneServer:
     """``daphne project.asgi:application`` on 127.0.0.1, with test settings."""
 
@@ -93,13 +104,7 @@ class DaphneServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
         self._log.close()
 
     def kill(self) -> None:

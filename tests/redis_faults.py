@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from .http_harness import free_port
+from .http_harness import free_port, stop_process
 from .services import reachable, require
 
 
@@ -45,13 +45,7 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port, db=db, decode_responses=True)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation
+from mcp_protocol.envelope import Envelope
 
 from .context import require_client_capability
 from .outgoing import DeliveryError, PendingRequests
@@ -34,6 +35,13 @@ class ServerSession:
 
     # Why requests to the client are impossible on this session (stateless HTTP, say), or None.
     requests_refused: str | None = None
+    # The 2026-07-28 envelope of the request this session stands for; None in the handshake era.
+    envelope: Envelope | None = None
+
+    @property
+    def is_modern(self) -> bool:
+        """Whether this serves a request of the 2026-07-28 lifecycle (MOD-09)."""
+        return self.envelope is not None
 
     def __init__(self, server: Server, *, outbound: Outbound | None = None,
                  session_id: str | None = None,

@@ -465,3 +465,30 @@ def test_with_draft():
         {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
     own = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
     assert json_schema.with_draft(own) is own
+
+
+def test_envelope_classification_and_validation():
+    from mcp_protocol import envelope
+    from mcp_protocol.errors import MCPError
+
+    meta = {envelope.PROTOCOL_VERSION_KEY: "2026-07-28",
+            envelope.CLIENT_CAPABILITIES_KEY: {"roots": {}},
+            envelope.CLIENT_INFO_KEY: {"name": "c", "version": "1"},
+            envelope.LOG_LEVEL_KEY: "debug"}
+    parsed = envelope.parse_envelope({"_meta": meta})
+    assert parsed == envelope.Envelope("2026-07-28", {"roots": {}}, {"name": "c", "version": "1"},
+                                       "debug")
+    # A progress token or trace keys alone keep a request in the handshake era (MOD-04).
+    assert envelope.parse_envelope({"_meta": {"progressToken": 1, "traceparent": "x"}}) is None
+    assert not envelope.is_enveloped({"_meta": {"progressToken": 1}})
+    with pytest.raises(MCPError) as malformed:
+        envelope.parse_envelope({"_meta": {envelope.PROTOCOL_VERSION_KEY: "2026-07-28",
+                                           envelope.CLIENT_INFO_KEY: "me"}})
+    assert malformed.value.code == -32602
+    assert malformed.value.data == {"invalidKeys": [envelope.CLIENT_CAPABILITIES_KEY,
+                                                    envelope.CLIENT_INFO_KEY]}
+    with pytest.raises(MCPError) as unknown:
+        envelope.parse_envelope({"_meta": {envelope.PROTOCOL_VERSION_KEY: "2025-11-25",
+                                           envelope.CLIENT_CAPABILITIES_KEY: {}}})
+    assert unknown.value.code == -32022
+    assert unknown.value.data == {"supported": ["2026-07-28"], "requested": "2025-11-25"}

@@ -22,6 +22,9 @@ class Session(models.Model):
         related_name="mcp_sessions",
     )
     origin = models.CharField(max_length=255, blank=True, default="")
+    # The server that serves it (its transport's channel-layer group): servers that share one
+    # database see only their own sessions and subscriptions.
+    server = models.CharField(max_length=100, blank=True, default="", db_index=True)
     # Who opened it, for the limit of sessions per principal: "user:<pk>", or "address:<client
     # address>" for an anonymous client.
     principal = models.CharField(max_length=255, blank=True, default="", db_index=True)

@@ -196,3 +196,51 @@ async def test_a_resumed_stream_replays_the_broadcasts_of_its_own_server_only(st
     finally:
         await shop.close()
         await blog.close()
+
+
+# Two servers on one database ----------------------------------------------------------------------
+async def test_servers_sharing_a_database_see_only_their_own_sessions_and_subscriptions():
+    import datetime
+
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    from mcp_server.http.session_store import SessionRecord, SessionStore
+    from mcp_server.http.shared_state import LocalState
+    from mcp_server.http.subscriptions import SubscriptionStore
+    from mcp_server.models import Session
+
+    state = LocalState()  # one shared state too, as two servers on one Redis would have
+    shop = SessionStore(state, 60, runtime_group("shop"))
+    blog = SessionStore(state, 60, runtime_group("blog"))
+    shop_record = SessionRecord.new(protocol_version="2025-11-25", principal="address:1")
+    blog_record = SessionRecord.new(protocol_version="2025-11-25", principal="address:1")
+    assert await shop.create(shop_record, count_principal=True) == 1
+    # The principal's sessions are counted per server.
+    assert await blog.create(blog_record, count_principal=True) == 1
+    assert (await shop.load(shop_record.id)).id == shop_record.id
+    # A session of the other server is unknown here, from the shared state and from the database.
+    assert await shop.load(blog_record.id) is None
+    await state.delete(SessionStore._key(blog_record.id))
+    assert await shop.load(blog_record.id) is None
+    assert (await blog.load(blog_record.id)).id == blog_record.id
+    assert await shop.count() == 1
+
+    uri = "file:///shared.txt"
+    shop_subscriptions, blog_subscriptions = (SubscriptionStore(None, runtime_group("shop")),
+                                              SubscriptionStore(None, runtime_group("blog")))
+    await shop_subscriptions.add(shop_record.id, uri)
+    await blog_subscriptions.add(blog_record.id, uri)
+    assert await shop_subscriptions.sessions_for(uri) == [shop_record.id]
+    assert await blog_subscriptions.sessions_for(uri) == [blog_record.id]
+
+    # Each server reaps its own idle sessions only (the other may keep its sessions longer).
+    await shop.flush_activity()
+    await blog.flush_activity()  # written now, so that what follows stays the last word
+    long_ago = timezone.now() - datetime.timedelta(hours=1)
+    await sync_to_async(Session.objects.update)(last_activity=long_ago)
+    for record in (shop_record, blog_record):
+        await state.delete(SessionStore._key(record.id))
+    assert await shop.reap() == [shop_record.id]
+    remaining = await sync_to_async(lambda: list(Session.objects.values_list("pk", flat=True)))()
+    assert remaining == [blog_record.id]

@@ -35,6 +35,7 @@ class SessionRecord:
     owner_id: Any = None
     origin: str = ""
     principal: str = ""
+    server: str = ""
 
     @classmethod
     def new(cls, **fields: Any) -> SessionRecord:
@@ -49,9 +50,13 @@ class SessionRecord:
 
 
 class SessionStore:
-    def __init__(self, state: SharedState, idle_timeout: float | None):
+    """The sessions of one server (``server``: its transport's group); a session of another
+    server sharing the database or the shared state is unknown here."""
+
+    def __init__(self, state: SharedState, idle_timeout: float | None, server: str = ""):
         self.state = state
         self.idle_timeout = idle_timeout
+        self.server = server
         self._touched: set[str] = set()
         # The last count of sessions (value, when) and how many this process created since.
         self._counted: tuple[int, float] | None = None
@@ -68,6 +73,7 @@ class SessionStore:
     async def create(self, record: SessionRecord, *, count_principal: bool = False) -> int | None:
         """Store a new session; with ``count_principal``, returns how many sessions its principal
         has now (this one included), counted in the same trip to the database."""
+        record.server = self.server
         count = await run_in_thread(self._insert, record, count_principal)
         self._created_since += 1
         await self.state.set(self._key(record.id), record.dumps(), self._ttl)
@@ -81,9 +87,11 @@ class SessionStore:
             id=record.id, protocol_version=record.protocol_version,
             client_info=record.client_info, client_capabilities=record.client_capabilities,
             log_level=record.log_level, owner_id=record.owner_id, origin=record.origin,
-            principal=record.principal, last_activity=timezone.now(),
+            principal=record.principal, server=record.server, last_activity=timezone.now(),
         )
-        return Session.objects.filter(principal=record.principal).count() if count_principal else None
+        if not count_principal:
+            return None
+        return Session.objects.filter(principal=record.principal, server=record.server).count()
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """The live session with this id, or None when it is unknown or has expired."""
@@ -91,19 +99,22 @@ class SessionStore:
             return None
         cached = await self.state.touch(self._key(session_id), self._ttl)
         if cached is not None:
+            record = SessionRecord.loads(cached)
+            if record.server != self.server:
+                return None
             self._touched.add(session_id)
-            return SessionRecord.loads(cached)
-        record = await run_in_thread(self._select, session_id, self.idle_timeout)
+            return record
+        record = await run_in_thread(self._select, session_id, self.server, self.idle_timeout)
         if record is not None:
             self._touched.add(session_id)
             await self.state.set(self._key(session_id), record.dumps(), self._ttl)
         return record
 
     @staticmethod
-    def _select(session_id: str, idle_timeout: float | None) -> SessionRecord | None:
+    def _select(session_id: str, server: str, idle_timeout: float | None) -> SessionRecord | None:
         from ..models import Session
 
-        row = Session.objects.filter(pk=session_id).first()
+        row = Session.objects.filter(pk=session_id, server=server).first()
         if row is None:
             return None
         if idle_timeout is not None and \
@@ -113,7 +124,7 @@ class SessionStore:
         return SessionRecord(
             id=row.id, protocol_version=row.protocol_version, client_info=row.client_info,
             client_capabilities=row.client_capabilities, log_level=row.log_level,
-            owner_id=row.owner_id, origin=row.origin, principal=row.principal,
+            owner_id=row.owner_id, origin=row.origin, principal=row.principal, server=row.server,
         )
 
     async def peek(self, session_id: str) -> SessionRecord | None:
@@ -145,7 +156,7 @@ class SessionStore:
     async def count(self) -> int:
         from ..models import Session
 
-        counted = await run_in_thread(Session.objects.count)
+        counted = await run_in_thread(Session.objects.filter(server=self.server).count)
         self._counted, self._created_since = (counted, time.monotonic()), 0
         return counted
 
@@ -183,18 +194,19 @@ class SessionStore:
         if self.idle_timeout is None:
             return []
         await self.flush_activity()
-        candidates = await run_in_thread(self._idle_ids, self.idle_timeout)
+        candidates = await run_in_thread(self._idle_ids, self.server, self.idle_timeout)
         expired = [sid for sid in candidates if await self.state.get(self._key(sid)) is None]
         if expired:
             await run_in_thread(self._delete_rows, expired)
         return expired
 
     @staticmethod
-    def _idle_ids(idle_timeout: float) -> list[str]:
+    def _idle_ids(server: str, idle_timeout: float) -> list[str]:
         from ..models import Session
 
         cutoff = timezone.now() - datetime.timedelta(seconds=idle_timeout)
-        return list(Session.objects.filter(last_activity__lt=cutoff).values_list("pk", flat=True))
+        idle = Session.objects.filter(server=server, last_activity__lt=cutoff)
+        return list(idle.values_list("pk", flat=True))
 
     @staticmethod
     def _delete_rows(session_ids: list[str]) -> int:

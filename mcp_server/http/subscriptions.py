@@ -12,10 +12,12 @@ class TooManySubscriptions(MCPError):
 
 
 class SubscriptionStore:
-    """``limit``: the most URIs one session may be subscribed to (None: no limit)."""
+    """The subscriptions of one server's sessions (``server``: as in ``SessionStore``).
+    ``limit``: the most URIs one session may be subscribed to (None: no limit)."""
 
-    def __init__(self, limit: int | None = None):
+    def __init__(self, limit: int | None = None, server: str = ""):
         self.limit = limit
+        self.server = server
 
     async def add(self, session_id: str, uri: str) -> None:
         await run_in_thread(self._add, session_id, uri)
@@ -24,7 +26,7 @@ class SubscriptionStore:
         await run_in_thread(self._remove, session_id, uri)
 
     async def sessions_for(self, uri: str) -> list[str]:
-        return await run_in_thread(self._sessions_for, uri)
+        return await run_in_thread(self._sessions_for, uri, self.server)
 
     def _add(self, session_id: str, uri: str) -> None:
         from django.db import transaction
@@ -50,7 +52,8 @@ class SubscriptionStore:
         ResourceSubscription.objects.filter(session_id=session_id, uri=uri).delete()
 
     @staticmethod
-    def _sessions_for(uri: str) -> list[str]:
+    def _sessions_for(uri: str, server: str) -> list[str]:
         from ..models import ResourceSubscription
 
-        return list(ResourceSubscription.objects.filter(uri=uri).values_list("session_id", flat=True))
+        subscribed = ResourceSubscription.objects.filter(uri=uri, session__server=server)
+        return list(subscribed.values_list("session_id", flat=True))

@@ -122,13 +122,13 @@ class StreamableHTTPTransport:
         self.event_retention = event_retention
         self.state = shared_state or LocalState()
         self.events = event_store or DatabaseEventStore()
-        self.sessions = SessionStore(self.state, session_idle_timeout)
+        self.sessions = SessionStore(self.state, session_idle_timeout, self.group)
         self.liveness = Liveness(self.state, process_heartbeat_interval)
         self.max_sessions_per_principal = max_sessions_per_principal
         self.max_streams_per_session = max_streams_per_session
         self.max_subscriptions_per_session = max_subscriptions_per_session
         self.max_sse_buffer_bytes = max_sse_buffer_bytes
-        self.subscriptions = SubscriptionStore(max_subscriptions_per_session)
+        self.subscriptions = SubscriptionStore(max_subscriptions_per_session, self.group)
         self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
         self._background: set[asyncio.Task] = set()

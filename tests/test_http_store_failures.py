@@ -13,6 +13,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from mcp_server import Server, ServerContext
+from mcp_server.http import StreamableHTTPTransport
+from mcp_server.http.event_store import DatabaseEventStore
+from mcp_server.http.redis_client import RedisUnavailable
 from mcp_server.http.runtime import GROUP_REJOIN_INTERVAL, runtime_group
 
 from .harness import CLIENT_INFO
@@ -28,6 +32,7 @@ from .http_cluster import (
     wait_until,
 )
 from .http_harness import DaphneServer, HTTPClient
+from .http_support import call_asgi, post_headers
 from .redis_faults import pausable_proxy, redis_server
 from .wire import check_client_message, check_server_message
 
@@ -241,3 +246,49 @@ def test_postgresql_backends_terminated_mid_traffic_lose_no_session(django_db_se
             for url in urls:
                 assert client.request("ping", url=url).response["result"] == {}
                 assert client.request("logging/setLevel", {"level": "info"}, url=url).status == 200
+
+
+# In process: a store that fails once the stream has started ---------------------------------------
+class ResponsesNotStored(DatabaseEventStore):
+    """Stores notifications, and fails as a Redis that stopped answering on responses."""
+
+    async def append(self, session_id, stream, message, level=""):
+        if "id" in message and "method" not in message:
+            raise RedisUnavailable("the event store does not answer")
+        return await super().append(session_id, stream, message, level)
+
+
+@pytest.mark.parametrize("progress", [True, False], ids=["stream-started", "nothing-sent-yet"])
+async def test_a_response_that_cannot_be_stored_still_reaches_the_listening_client(
+        transactional_db, short_lived_connections, progress):
+    server = Server("unstored")
+
+    @server.tool
+    async def work(server_context: ServerContext) -> str:
+        if progress:
+            await server_context.report_progress(1, 2)
+        return "done"
+
+    transport = StreamableHTTPTransport(server, event_store=ResponsesNotStored())
+    app = transport.as_asgi()
+    try:
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}})
+        session_id = (await call_asgi(app, "POST", post_headers(), [init.encode()])
+                      ).header(b"mcp-session-id").decode()
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "work", "arguments": {}, "_meta": {"progressToken": "p"}}}
+        reply = await call_asgi(app, "POST", post_headers(
+            session_id, **{"mcp-protocol-version": "2025-11-25"}), [json.dumps(call).encode()])
+        assert reply.start["status"] == 200
+        sent = [json.loads(line[5:]) for line in reply.body.decode().splitlines()
+                if line.startswith("data:") and line[5:].strip()]
+        answer = {"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "done"}], "isError": False}}
+        assert sent[-1] == answer
+        assert len(sent) == (2 if progress else 1)
+        for message in sent:
+            check_server_message(message, "2025-11-25")
+        assert reply.messages[-1]["more_body"] is False
+    finally:
+        await transport.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+
+from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
@@ -20,9 +23,14 @@ from .checks import (
 from .errors import HTTPError
 from .event_store import event_id, post_stream
 from .limits import admit_principal, check_progress_token, principal_of
+from .redis_client import RedisUnavailable
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
 from .sse import SSEResponse
+
+logger = logging.getLogger("mcp_server.http")
+# What a store that stopped answering raises: Redis (the shared state, the event store), the database.
+STORE_FAILURES = (RedisUnavailable, OperationalError, InterfaceError)
 
 if TYPE_CHECKING:
     from .consumer import StreamableHTTPConsumer
@@ -179,7 +187,17 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
         transport.server.handle_async(incoming.message, session), sse.disconnected
     )
     if answer is not None:
-        await outbound.write(answer, last=True)
+        try:
+            await outbound.write(answer, last=True)
+        except STORE_FAILURES as exc:
+            if sse.closed:
+                raise
+            # Redis or the database failed, so the answer cannot be stored for a resume; the
+            # client still listens, so it gets it now, unstored, rather than a stream that ends
+            # unanswered (a 503 now would lose the answer of a call that ran).
+            logger.warning("the response to %r went out unstored: %s", incoming.id, exc)
+            await sse.event(jsonrpc.encode(answer), last=True)
+            return
     if not sse.begun:
         await consumer.reply(202)
     else:

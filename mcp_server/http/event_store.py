@@ -25,6 +25,7 @@ from django.utils import timezone
 from mcp_protocol import jsonrpc
 
 from ..invoke import run_in_thread
+from ..rows import insert_row
 from .limits import check_limits
 from .redis_client import RedisClients, Script
 
@@ -152,8 +153,10 @@ class DatabaseEventStore:
         from ..models import StreamEvent
 
         using = router.db_for_write(StreamEvent)
+        row = {"session": session_id, "stream": stream, "message": text, "level": level,
+               "size": size, "dropped": False, "created_at": timezone.now()}
         if session_id is None:
-            return _insert_event(using, None, stream, text, level, size)
+            return insert_row(using, StreamEvent, row)
         with transaction.atomic(using=using):
             # The row lock taken here orders this event against a delete of the session.
             totals = _count_event(session_id, size)
@@ -161,7 +164,7 @@ class DatabaseEventStore:
                 # The session was deleted (DELETE, expiry) while one of its requests still ran in
                 # some process: nobody will read this event, and that is not a failure.
                 return None
-            sequence = _insert_event(using, session_id, stream, text, level, size)
+            sequence = insert_row(using, StreamEvent, row)
             if self._over(*totals, 1.0):
                 self._drop_oldest(session_id)
         return sequence
@@ -223,35 +226,6 @@ class DatabaseEventStore:
 
     async def forget(self, session_id: str) -> None:
         """Nothing to do: a session's rows go with it (on delete cascade)."""
-
-
-def _insert_event(using: str, session_id: str | None, stream: str, text: str, level: str,
-                  size: int) -> int:
-    """Insert one event row, its message given as JSON text: the new row's id.
-
-    One plain ``INSERT ... RETURNING`` where the database has it: the ORM's ``create()`` (a model
-    instance, its field hooks, the JSON encoded a second time) was half the cost of an event.
-    """
-    from django.db import connections
-
-    from ..models import StreamEvent
-
-    connection = connections[using]
-    if connection.vendor not in ("postgresql", "sqlite"):
-        return StreamEvent.objects.using(using).create(
-            session_id=session_id, stream=stream, message=json.loads(text), level=level,
-            size=size).pk
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(StreamEvent._meta.get_field(name).column) for name in
-                        ("session", "stream", "message", "level", "size", "dropped", "created_at"))
-    message = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    created = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {quote(StreamEvent._meta.db_table)} ({columns}) "
-            f"VALUES (%s, %s, {message}, %s, %s, %s, %s) RETURNING {quote('id')}",
-            [session_id, stream, text, level, size, False, created])
-        return cursor.fetchone()[0]
 
 
 def _count_event(session_id: str, size: int) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from ..invoke import run_in_thread
+from ..rows import insert_row
 from .shared_state import SharedState
 
 # How long a session lives in the shared state when it never expires on its own.
@@ -81,14 +82,19 @@ class SessionStore:
 
     @staticmethod
     def _insert(record: SessionRecord, count_principal: bool) -> int | None:
+        from django.db import router
+
         from ..models import Session
 
-        Session.objects.create(
-            id=record.id, protocol_version=record.protocol_version,
-            client_info=record.client_info, client_capabilities=record.client_capabilities,
-            log_level=record.log_level, owner_id=record.owner_id, origin=record.origin,
-            principal=record.principal, server=record.server, last_activity=timezone.now(),
-        )
+        now = timezone.now()
+        insert_row(router.db_for_write(Session), Session, {
+            "id": record.id, "protocol_version": record.protocol_version,
+            "client_info": _json(record.client_info),
+            "client_capabilities": _json(record.client_capabilities),
+            "log_level": record.log_level, "owner": record.owner_id, "origin": record.origin,
+            "principal": record.principal, "server": record.server, "created_at": now,
+            "last_activity": now, "stored_events": 0, "stored_bytes": 0,
+        })
         if not count_principal:
             return None
         return Session.objects.filter(principal=record.principal, server=record.server).count()
@@ -248,3 +254,8 @@ class SessionStore:
             cursor.execute(f"DELETE FROM {quote(Session._meta.db_table)} "
                            f"WHERE {quote('id')} IN ({marks})", locked)
             return len(locked) if locking else cursor.rowcount
+
+
+def _json(value: Any) -> str:
+    """JSON text of a session's JSON field, as the ORM would have written it."""
+    return json.dumps(value, separators=(",", ":"))

@@ -204,8 +204,8 @@ def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = N
 # tells the writer so.
 MAX_BUFFERED_BYTES_KEY = "mcp.max_buffered_bytes"
 SEND_WINDOW_KEY = "mcp.send_window"
-# How long a write waits for a client whose buffer is full to read some of it before the client
-# is cut off.
+# How long a write waits, by default, for a client whose buffer is full to read some of it before
+# the client is cut off (the SSE_STALL_TIMEOUT setting).
 STALL_SECONDS = 10.0
 
 
@@ -216,11 +216,12 @@ class SendWindow:
     the client reads it. The request (see :func:`cut_off_slow_daphne_readers`) closes the window
     once more than the limit waits for the client and opens it when the client has read it; a
     writer facing a closed window waits (as ``send()`` would under uvicorn), and a client that
-    reads nothing for :data:`STALL_SECONDS` is cut off. What was not sent is stored: the client
+    reads nothing for ``stall_timeout`` seconds is cut off. What was not sent is stored: the client
     resumes with Last-Event-ID.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, stall_timeout: float = STALL_SECONDS) -> None:
+        self.stall_timeout = stall_timeout
         self._open = asyncio.Event()
         self._open.set()
         self._cut: Callable[[], None] | None = None
@@ -248,7 +249,7 @@ class SendWindow:
         if self._open.is_set():
             return True
         try:
-            await asyncio.wait_for(self._open.wait(), STALL_SECONDS)
+            await asyncio.wait_for(self._open.wait(), self.stall_timeout)
             return True
         except TimeoutError:
             cut, self._cut = self._cut, None

@@ -90,6 +90,14 @@ DEFAULTS: dict[str, Any] = {
     # Bytes an SSE response may have waiting for a client that stopped reading before it is cut
     # off (under daphne; the client resumes with Last-Event-ID).
     "MAX_SSE_BUFFER_BYTES": 4 * 1024 * 1024,
+    # Seconds a write waits for a client that reads nothing (its buffer full) before the client is
+    # cut off; it resumes with Last-Event-ID.
+    "SSE_STALL_TIMEOUT": 10,
+    # Events waiting to be written on one listening stream; past it the stream ends (and the
+    # client resumes from the store) rather than skip events.
+    "MAX_QUEUED_STREAM_EVENTS": 1000,
+    # The longest _meta.progressToken accepted (each progress notification carries and stores it).
+    "MAX_PROGRESS_TOKEN_LENGTH": 256,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

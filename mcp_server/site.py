@@ -87,7 +87,9 @@ def build_transport(server: Server) -> Any:
         max_sessions_per_principal=s.MAX_SESSIONS_PER_PRINCIPAL,
         max_streams_per_session=s.MAX_STREAMS_PER_SESSION,
         max_subscriptions_per_session=s.MAX_SUBSCRIPTIONS_PER_SESSION,
-        max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES,
+        max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES, sse_stall_timeout=s.SSE_STALL_TIMEOUT,
+        max_queued_stream_events=s.MAX_QUEUED_STREAM_EVENTS,
+        max_progress_token_length=s.MAX_PROGRESS_TOKEN_LENGTH,
     )
 
 

@@ -7,6 +7,7 @@ compact stream names for long request ids, and Redis event sequences that surviv
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import socket
@@ -394,7 +395,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_resumes_the_rest(django_db_b
             assert max(peak) - rss_before < 20 * 1024, (rss_before, max(peak))
         else:
             # Uvicorn's send() waits for the client (its own buffer is bounded): the stalled write
-            # is given up after STALL_SECONDS, and the tool finishes, storing the rest. (Uvicorn
+            # is given up after SSE_STALL_TIMEOUT, and the tool finishes, storing the rest. (Uvicorn
             # keeps the socket until the client leaves: ASGI has no way to abort a connection.)
             wait_until(answered.exists, timeout=120, interval=0.2)
         sock.close()
@@ -416,9 +417,13 @@ def _rss_kib(pid: int) -> int:
 
 
 async def test_a_listening_stream_that_cannot_keep_up_ends_rather_than_skip_events():
-    from mcp_server.http.listen import MAX_QUEUED_EVENTS, ListenStream
+    from types import SimpleNamespace
 
-    stream = ListenStream(None, "s1", "get", sse=None, token="t")
+    from mcp_server.http.listen import ListenStream
+
+    MAX_QUEUED_EVENTS = 25  # the transport's max_queued_stream_events
+    transport = SimpleNamespace(max_queued_stream_events=MAX_QUEUED_EVENTS)
+    stream = ListenStream(transport, "s1", "get", sse=None, token="t")
     message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": 1}}
     for sequence in range(MAX_QUEUED_EVENTS):
         stream.push(sequence, message)
@@ -428,3 +433,25 @@ async def test_a_listening_stream_that_cannot_keep_up_ends_rather_than_skip_even
     assert stream.overflowed and stream._queue.qsize() == MAX_QUEUED_EVENTS + 1
     items = [stream._queue.get_nowait() for _ in range(MAX_QUEUED_EVENTS + 1)]
     assert items[-1] is None and [item[0] for item in items[:-1]] == list(range(MAX_QUEUED_EVENTS))
+
+
+@pytest.mark.parametrize("honoured", [True, False], ids=["daphne", "send-waits"])
+async def test_a_client_that_reads_nothing_is_cut_off_after_the_stall_timeout(honoured):
+    from mcp_server.http.sse import SSEResponse
+
+    never = asyncio.Event()
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not honoured:
+            await never.wait()  # a server whose send() waits for a client that never reads
+
+    sse = SSEResponse(send, max_buffered_bytes=1024, stall_timeout=0.2)
+    if honoured:
+        sse._window.attach(lambda: sent.append({"type": "cut"}))
+        sse._window.close()  # daphne found more than the limit waiting for the client
+    assert await sse.event("data") is False
+    assert sse.closed
+    if honoured:
+        assert sent == [{"type": "cut"}]  # the connection was aborted, nothing more written

@@ -312,6 +312,9 @@ HTTP_SETTINGS = {
     "MAX_STREAMS_PER_SESSION": ("max_streams_per_session", 3),
     "MAX_SUBSCRIPTIONS_PER_SESSION": ("max_subscriptions_per_session", 11),
     "MAX_SSE_BUFFER_BYTES": ("max_sse_buffer_bytes", 65536),
+    "SSE_STALL_TIMEOUT": ("sse_stall_timeout", 3),
+    "MAX_QUEUED_STREAM_EVENTS": ("max_queued_stream_events", 50),
+    "MAX_PROGRESS_TOKEN_LENGTH": ("max_progress_token_length", 32),
 }
 # Settings of the event store: (attribute of transport.events, value).
 EVENT_STORE_SETTINGS = {

@@ -45,7 +45,8 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
         raise too_many(f"this session has {transport.max_streams_per_session} streams open, the most "
                        "allowed; close one first", transport.keepalive_interval)
     runtime = transport.runtime
-    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
+                      stall_timeout=transport.sse_stall_timeout)
     listener = ListenStream(transport, record.id, stream, sse, token, final_id)
     listener.slot = slot
     runtime.streams[(record.id, stream)] = listener

@@ -25,18 +25,16 @@ def too_many(message: str, retry_after: float) -> HTTPError:
                      headers=[(b"retry-after", str(seconds).encode())])
 
 
-# The longest progress token accepted: every progress notification of a request carries (and
-# stores) its token, so a long one would be copied into each of them.
-MAX_PROGRESS_TOKEN_LENGTH = 256
-
-
-def check_progress_token(params: object, request_id: object) -> None:
-    """Refuse (400, -32600) a request whose progress token is longer than the sane bound."""
+def check_progress_token(params: object, request_id: object, limit: int | None) -> None:
+    """Refuse (400, -32600) a request whose progress token is longer than ``limit`` characters:
+    every progress notification of a request carries (and stores) its token, so a long one would
+    be copied into each of them."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
-    if token is not None and not isinstance(token, bool) and len(str(token)) > MAX_PROGRESS_TOKEN_LENGTH:
-        raise HTTPError(400, f"Invalid Request: _meta.progressToken is longer than "
-                        f"{MAX_PROGRESS_TOKEN_LENGTH} characters", request_id=request_id)
+    if limit is not None and token is not None and not isinstance(token, bool) \
+            and len(str(token)) > limit:
+        raise HTTPError(400, f"Invalid Request: _meta.progressToken is longer than {limit} characters",
+                        request_id=request_id)
 
 
 def principal_of(request: Request) -> str:

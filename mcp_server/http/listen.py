@@ -16,9 +16,6 @@ from .sse import SSEResponse
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
 
-# Events waiting to be written on one stream at most; past it the stream ends (see push()).
-MAX_QUEUED_EVENTS = 1000
-
 
 class ListenStream:
     """Writes events handed to this process for one stream, after replaying what was missed."""
@@ -46,7 +43,7 @@ class ListenStream:
     def push(self, sequence: int, message: dict, level: str = "") -> None:
         if self.overflowed:
             return  # the stream is being cut off; the client resumes from the store
-        if self._queue.qsize() >= MAX_QUEUED_EVENTS:
+        if self._queue.qsize() >= self.transport.max_queued_stream_events:
             # Writing does not keep up (a server whose send() waits on a client that stopped
             # reading): skipping events would leave a silent gap, so the stream ends instead.
             self.overflowed = True

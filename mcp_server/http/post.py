@@ -148,7 +148,7 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
 async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
                    incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    check_progress_token(incoming.params, incoming.id)
+    check_progress_token(incoming.params, incoming.id, transport.max_progress_token_length)
     if not await transport.claim_request(record.id, incoming.id):
         raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
                         request_id=incoming.id)
@@ -176,7 +176,8 @@ async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord
 async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
                         incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
+                      stall_timeout=transport.sse_stall_timeout)
     outbound = PostOutbound(transport, record, incoming.id, sse)
     session = HTTPServerSession(transport, record, outbound)
     if record.protocol_version >= "2025-11-25":

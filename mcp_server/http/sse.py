@@ -29,19 +29,21 @@ class SSEResponse:
     ``max_buffered_bytes``: under daphne, once this many bytes wait for the client, writing waits
     for it to read, and a client that reads nothing for a while is cut off (see
     :class:`mcp_server.asgi.SendWindow`); the events are stored, so the client resumes with
-    Last-Event-ID. None: no limit.
+    Last-Event-ID. None: no limit. ``stall_timeout``: how long a write waits for a client that
+    reads nothing before it is cut off.
     """
 
     def __init__(self, send: Callable[[dict], Awaitable[Any]],
                  headers: list[tuple[bytes, bytes]] | None = None, *,
-                 max_buffered_bytes: int | None = None):
+                 max_buffered_bytes: int | None = None, stall_timeout: float = STALL_SECONDS):
         self._send = send
         self._headers = SSE_HEADERS + list(headers or [])
         self._start: dict[str, Any] = {"type": "http.response.start", "status": 200,
                                        "headers": self._headers}
         self._window: SendWindow | None = None
+        self._stall_timeout = stall_timeout
         if max_buffered_bytes is not None:
-            self._window = SendWindow()
+            self._window = SendWindow(stall_timeout)
             self._start[MAX_BUFFERED_BYTES_KEY] = max_buffered_bytes
             self._start[SEND_WINDOW_KEY] = self._window
         self._lock = asyncio.Lock()
@@ -90,8 +92,8 @@ class SSEResponse:
                     await self._send(body)
                 else:
                     # A server whose send() waits for the client (uvicorn): a client that reads
-                    # nothing for STALL_SECONDS is given up on, as under daphne.
-                    await asyncio.wait_for(self._send(body), STALL_SECONDS)
+                    # nothing for the stall timeout is given up on, as under daphne.
+                    await asyncio.wait_for(self._send(body), self._stall_timeout)
             except Exception:  # the connection is gone, or the client stalled
                 self.closed = True
                 return False

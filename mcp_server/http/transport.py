@@ -54,8 +54,11 @@ class StreamableHTTPTransport:
     ``max_sessions`` (None: unlimited), ``session_request_validator(request, session_id)``,
     ``max_request_bytes``, ``max_json_depth``, ``max_json_containers``,
     ``server_to_client_request_timeout``; the fair-share limits ``max_sessions_per_principal``,
-    ``max_streams_per_session``, ``max_subscriptions_per_session`` and ``max_sse_buffer_bytes``
-    (each None: unlimited); ``group``: the channel-layer group of the processes serving this
+    ``max_streams_per_session``, ``max_subscriptions_per_session``, ``max_sse_buffer_bytes`` and
+    ``max_progress_token_length`` (each None: unlimited); ``sse_stall_timeout``: seconds a write
+    waits for a client that reads nothing before it is cut off; ``max_queued_stream_events``:
+    events waiting to be written on one listening stream before it ends (the client resumes);
+    ``group``: the channel-layer group of the processes serving this
     endpoint (default: named after the server, so servers sharing a channel layer never see each
     other's broadcasts).
     ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
@@ -87,20 +90,25 @@ class StreamableHTTPTransport:
         max_streams_per_session: int | None = 10,
         max_subscriptions_per_session: int | None = 1000,
         max_sse_buffer_bytes: int | None = 4 * MIB,
+        sse_stall_timeout: float = 10.0,
+        max_queued_stream_events: int = 1000,
+        max_progress_token_length: int | None = 256,
         group: str | None = None,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
-                            ("max_json_containers", max_json_containers)):
+                            ("max_json_containers", max_json_containers),
+                            ("max_queued_stream_events", max_queued_stream_events)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
-        heartbeat = process_heartbeat_interval
-        if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or not 0 < heartbeat < 1e9:
-            raise ValueError(f"process_heartbeat_interval must be a positive number of seconds, "
-                             f"not {heartbeat!r}")
+        for name, seconds in (("process_heartbeat_interval", process_heartbeat_interval),
+                              ("sse_stall_timeout", sse_stall_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < 1e9:
+                raise ValueError(f"{name} must be a positive number of seconds, not {seconds!r}")
         check_limits(max_sessions_per_principal=max_sessions_per_principal,
                      max_streams_per_session=max_streams_per_session,
                      max_subscriptions_per_session=max_subscriptions_per_session,
-                     max_sse_buffer_bytes=max_sse_buffer_bytes)
+                     max_sse_buffer_bytes=max_sse_buffer_bytes,
+                     max_progress_token_length=max_progress_token_length)
         self.server = server
         self.group = runtime_group(server.name, group)
         # Where this server's broadcasts are stored for listening streams that resume: apart from
@@ -128,6 +136,9 @@ class StreamableHTTPTransport:
         self.max_streams_per_session = max_streams_per_session
         self.max_subscriptions_per_session = max_subscriptions_per_session
         self.max_sse_buffer_bytes = max_sse_buffer_bytes
+        self.sse_stall_timeout = sse_stall_timeout
+        self.max_queued_stream_events = max_queued_stream_events
+        self.max_progress_token_length = max_progress_token_length
         self.subscriptions = SubscriptionStore(max_subscriptions_per_session, self.group)
         self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}

@@ -13,6 +13,11 @@ from typing import Any
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 PROTOCOL_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+# The per-request envelope of the 2026-07-28 lifecycle (SEP-2575): no session, no initialize.
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+               "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0"}}
 INITIALIZE = {
     "jsonrpc": "2.0", "id": 0, "method": "initialize",
     "params": {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
@@ -21,9 +26,11 @@ INITIALIZE = {
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
-def call_echo(request_id: int, message: str = "hello") -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"message": message}}}
+def call_echo(request_id: int, message: str = "hello", *, modern: bool = False) -> dict:
+    params: dict[str, Any] = {"name": "echo", "arguments": {"message": message}}
+    if modern:
+        params["_meta"] = MODERN_META
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
 @dataclass
@@ -129,10 +136,16 @@ async def open_session(connection: Connection) -> str:
     return session_id
 
 
-async def echo(connection: Connection, session_id: str | None, request_id: int = 1) -> str:
-    """One tools/call of echo; returns the echoed text (raises on anything else)."""
-    answer = await connection.request("POST", post_headers(session_id),
-                                      json.dumps(call_echo(request_id)).encode())
+async def echo(connection: Connection, session_id: str | None, request_id: int = 1, *,
+               modern: bool = False) -> str:
+    """One tools/call of echo; returns the echoed text (raises on anything else). ``modern``:
+    a 2026-07-28 request (the envelope and the standard headers, no session)."""
+    headers = post_headers(session_id)
+    if modern:
+        headers.update({"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "tools/call",
+                        "Mcp-Name": "echo"})
+    answer = await connection.request("POST", headers,
+                                      json.dumps(call_echo(request_id, modern=modern)).encode())
     responses = [m for m in answer.messages() if isinstance(m, dict) and m.get("id") == request_id]
     if answer.status != 200 or not responses or "result" not in responses[0]:
         raise RuntimeError(f"tools/call failed: {answer.status} {answer.body[:300]!r}")

@@ -12,6 +12,9 @@ drives both with the same load:
   ``bench/wrk/call.lua``): stateless with JSON responses, and stateful (sessions, SSE responses)
   for the SDK's default mode, ours on PostgreSQL + Redis (the multi-process configuration) and on
   the embedded default (SQLite, in-memory state);
+- ``tools/call`` in the 2026-07-28 lifecycle (the ``_meta`` envelope, no session; ``MCP_MODERN=1``
+  for call.lua), the SDK's stateless server against ours on PostgreSQL + Redis (the SQLite
+  default without them), at the same concurrencies;
 - whole sessions per second (initialize + initialized + one call + DELETE, ``bench/wrk/session.lua``);
 - memory per session holding an open GET stream, with 1,000 and 5,000 open (``bench/streams.py``).
 
@@ -184,10 +187,10 @@ async def _prepare_sessions(port: int, count: int) -> list[str]:
         connection.close()
 
 
-async def _check_stateless(port: int) -> None:
+async def _check_stateless(port: int, *, modern: bool = False) -> None:
     connection = rawhttp.Connection(HOST, port)
     try:
-        if await rawhttp.echo(connection, None) != "hello":
+        if await rawhttp.echo(connection, None, modern=modern) != "hello":
             raise RuntimeError("echo answered something else")
     finally:
         connection.close()
@@ -208,15 +211,25 @@ class Row:
     note: str = ""
 
 
+MODERN_SECTION = "tools/call, 2026-07-28 lifecycle (no session, the _meta envelope)"
+
+
+def load_env(server: Server, concurrency: int, modern: bool) -> dict[str, str]:
+    """wrk's environment for calls to ``server``, checked by one call first."""
+    if modern:
+        asyncio.run(_check_stateless(server.port, modern=True))
+        return {"MCP_MODERN": "1"}
+    if server.config.mode == "stateful":
+        return {"MCP_SESSIONS": ",".join(asyncio.run(_prepare_sessions(server.port, concurrency)))}
+    asyncio.run(_check_stateless(server.port))
+    return {}
+
+
 def run_load(server: Server, section: str, concurrency: int, duration: float,
              with_services: bool) -> Row:
     config = server.config
     url = f"http://{HOST}:{server.port}/mcp"
-    env = {}
-    if config.mode == "stateful":
-        env["MCP_SESSIONS"] = ",".join(asyncio.run(_prepare_sessions(server.port, concurrency)))
-    else:
-        asyncio.run(_check_stateless(server.port))
+    env = load_env(server, concurrency, section == MODERN_SECTION)
     exact_peak = server.reset_peak()
     cpu, services = server.cpu_seconds(), service_cpu_seconds() if with_services else 0.0
     result = wrk("call.lua", url, threads=1, connections=concurrency, duration=duration, env=env)
@@ -367,7 +380,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per load row (15)")
     parser.add_argument("--session-duration", type=float, default=15.0, help="seconds of sessions/s")
     parser.add_argument("--only", nargs="*", default=None,
-                        choices=("stateless", "stateful", "sessions", "streams"))
+                        choices=("stateless", "stateful", "modern", "sessions", "streams"))
     parser.add_argument("--servers", nargs="*", default=None,
                         help="theirs-stateless ours-stateless ours-stateless-uvicorn theirs-stateful "
                              "ours-pg ours-sqlite ours-pg-uvicorn")
@@ -384,7 +397,7 @@ def main() -> int:
               file=sys.stderr)
         return 2
     raise_fd_limit()
-    parts = set(args.only or ("stateless", "stateful", "sessions", "streams"))
+    parts = set(args.only or ("stateless", "stateful", "modern", "sessions", "streams"))
     workdir = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
     notes: list[str] = []
 
@@ -399,6 +412,8 @@ def main() -> int:
     order = ("theirs-stateless", "ours-stateless", "ours-stateless-uvicorn", "theirs-stateful", "ours-pg",
              "ours-sqlite", "ours-pg-uvicorn")
     wanted = [key for key in order if key in available and (not args.servers or key in args.servers)]
+    # The modern row: the SDK's stateless server, ours in production shape (else the default).
+    modern_servers = {"theirs-stateless", "ours-pg" if "ours-pg" in available else "ours-sqlite"}
     rows: list[Row] = []
     stream_results: dict[str, tuple[Config, list[tuple[int, int]]]] = {}
     started = time.monotonic()
@@ -420,26 +435,24 @@ def main() -> int:
                        else "tools/call, stateful (sessions, SSE responses)")
             load = ("stateless" in parts and config.mode == "stateless") or \
                    ("stateful" in parts and config.mode == "stateful")
+            modern = "modern" in parts and key in modern_servers
             # The uvicorn rows only tell the ASGI server's share of a call apart.
             extra = key.endswith("-uvicorn")
             sessions = "sessions" in parts and config.mode == "stateful"
-            if load or sessions:
+            if load or modern or sessions:
                 server = start(config)
                 try:
                     with_services = key == "ours-pg"
-                    if load:
-                        if config.mode == "stateful":
-                            env = {"MCP_SESSIONS": ",".join(asyncio.run(_prepare_sessions(server.port, 16)))}
-                        else:
-                            asyncio.run(_check_stateless(server.port))
-                            env = {}
+                    for loaded in [section] * load + [MODERN_SECTION] * modern:
+                        env = load_env(server, 16, loaded == MODERN_SECTION)
                         wrk("call.lua", f"http://{HOST}:{server.port}/mcp", threads=1, connections=16,
                             duration=WARMUP_SECONDS, env=env)
                         for concurrency in args.concurrency:
-                            row = run_load(server, section, concurrency, args.duration, with_services)
+                            row = run_load(server, loaded, concurrency, args.duration, with_services)
                             rows.append(row)
-                            print(f"  {key} c={concurrency}: {row.rate:,.0f} req/s, "
-                                  f"{row.cpu_us:,.0f} µs CPU/req, {row.errors} errors", file=sys.stderr)
+                            print(f"  {key} c={concurrency}{' modern' * (loaded == MODERN_SECTION)}: "
+                                  f"{row.rate:,.0f} req/s, {row.cpu_us:,.0f} µs CPU/req, "
+                                  f"{row.errors} errors", file=sys.stderr)
                     if sessions:
                         row = run_sessions(server, args.session_duration, with_services)
                         rows.append(row)

@@ -3,11 +3,14 @@
 --
 --   MCP_SESSIONS=id1,id2,...  sessions to spread the calls over (round robin); none: stateless
 --   MCP_PROTOCOL_VERSION      the MCP-Protocol-Version header (default 2025-11-25)
+--   MCP_MODERN=1              2026-07-28 requests: the _meta envelope and the Mcp-Method and
+--                             Mcp-Name headers, no session (the version defaults to 2026-07-28)
 --
 -- Every request has its own JSON-RPC id (a session refuses an id already in flight). done()
 -- prints one line "RESULT {json}" that bench/run.py reads.
 
-local version = os.getenv("MCP_PROTOCOL_VERSION") or "2025-11-25"
+local modern = os.getenv("MCP_MODERN") == "1"
+local version = os.getenv("MCP_PROTOCOL_VERSION") or (modern and "2026-07-28" or "2025-11-25")
 local sessions = {}
 for id in string.gmatch(os.getenv("MCP_SESSIONS") or "", "[^,]+") do
   table.insert(sessions, id)
@@ -28,6 +31,14 @@ local headers = {
   ["Accept"] = "application/json, text/event-stream",
   ["MCP-Protocol-Version"] = version,
 }
+local meta = ""
+if modern then
+  headers["Mcp-Method"] = "tools/call"
+  headers["Mcp-Name"] = "echo"
+  meta = ',"_meta":{"io.modelcontextprotocol/protocolVersion":"' .. version .. '",' ..
+    '"io.modelcontextprotocol/clientCapabilities":{},' ..
+    '"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1.0"}}'
+end
 
 function request()
   counter = counter + 1
@@ -36,7 +47,7 @@ function request()
     headers["Mcp-Session-Id"] = sessions[(id % #sessions) + 1]
   end
   local body = '{"jsonrpc":"2.0","id":' .. id ..
-    ',"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}'
+    ',"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}' .. meta .. '}}'
   return wrk.format("POST", nil, headers, body)
 end
 

@@ -25,6 +25,21 @@ class DeliveryError(MCPError):
     """The request could not be handed to the client at all."""
 
 
+def new_request_id() -> str:
+    """The id of a server-to-client request: a random UUID, which nobody can guess."""
+    return str(uuid.uuid4())
+
+
+def is_request_id_we_sent(request_id: object) -> bool:
+    """Whether ``request_id`` has the form of :func:`new_request_id`'s ids."""
+    if not isinstance(request_id, str) or len(request_id) != 36:
+        return False
+    try:
+        return str(uuid.UUID(request_id)) == request_id
+    except ValueError:
+        return False
+
+
 class PendingRequests:
     """The server-to-client requests of one session that wait for an answer."""
 
@@ -39,7 +54,7 @@ class PendingRequests:
                       related_request_id: Any = None) -> Any:
         if cancellation is not None:
             cancellation.raise_if_cancelled()
-        request_id = str(uuid.uuid4())
+        request_id = new_request_id()
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         self._waiting[request_id] = (loop, answer)

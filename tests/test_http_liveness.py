@@ -382,3 +382,30 @@ def test_the_errors_of_a_dead_or_lost_request_are_valid_on_every_revision():
         check_server_message(request_stopped(5), revision)
         check_server_message(request_stopped("five"), revision)
         check_server_message(request_lost(5), revision)
+
+
+async def test_an_answer_whose_route_was_lost_reaches_the_waiting_process(processes):
+    """The shared state lost the record of who waits for an answer (Redis flushed, failed over):
+    the answer POSTed to another process still reaches the request, not its timeout."""
+    transports, session_id = processes
+    waiting, receiving = transports[0], transports[3]
+    runtime = waiting.runtime
+    sent: list[dict] = []
+    asked = asyncio.Event()
+
+    async def send(message: dict, *, related_request_id=None) -> bool:
+        sent.append(message)
+        await waiting.expect_answer(session_id, message["id"])
+        asked.set()
+        return True
+
+    asking = asyncio.ensure_future(runtime.pending.request(send, "roots/list", None, timeout=60))
+    await asyncio.wait_for(asked.wait(), 10)
+    request_id = sent[0]["id"]
+    assert await waiting.state.get(f"s2c:{session_id}:{request_id}") is not None
+    await waiting.state.delete(f"s2c:{session_id}:{request_id}")  # the record is lost
+    await receiving.route_response(session_id, {"jsonrpc": "2.0", "id": request_id,
+                                                "result": {"roots": []}})
+    assert await asyncio.wait_for(asking, 10) == {"roots": []}
+    # An id of a form the server never sends is not asked of every process.
+    await receiving.route_response(session_id, {"jsonrpc": "2.0", "id": "guess", "result": {}})

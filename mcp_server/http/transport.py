@@ -22,6 +22,7 @@ from django.conf import settings
 
 from mcp_protocol import methods
 
+from ..outgoing import is_request_id_we_sent
 from .event_store import GET_STREAM, DatabaseEventStore, EventStore, broadcast_stream, post_stream
 from .limits import StreamSlots, check_limits
 from .liveness import Liveness, holder_channel, request_stopped
@@ -386,7 +387,9 @@ class StreamableHTTPTransport:
     async def route_response(self, session_id: str, message: dict) -> None:
         """A client's answer, to the process waiting for it (only within the same session).
 
-        When that process died, the request it was serving gets its error instead.
+        When that process died, the request it was serving gets its error instead. When nothing
+        says who waits (the shared state lost its data, say), every process is asked: the one
+        waiting for that id takes it, instead of its request running into its timeout.
         """
         response_id = message.get("id")
         if not isinstance(response_id, str):
@@ -394,6 +397,9 @@ class StreamableHTTPTransport:
         key = f"s2c:{session_id}:{response_id}"
         claim = await self.state.get(key)
         if claim is None:
+            if is_request_id_we_sent(response_id):
+                await self._tell_every_process({"type": "mcp.response", "session_id": session_id,
+                                                "message": message})
             return
         if await self.liveness.holds_dead(claim, self.runtime.channel_key):
             await self.state.delete(key, expected=claim)

@@ -90,6 +90,10 @@ DEFAULTS: dict[str, Any] = {
     # Bytes an SSE response may have waiting for a client that stopped reading before it is cut
     # off (under daphne; the client resumes with Last-Event-ID).
     "MAX_SSE_BUFFER_BYTES": 4 * 1024 * 1024,
+    # 2026-07-28 subscriptions/listen streams one process serves at once (None: unlimited); one
+    # more gets HTTP 503. Seconds between keepalive comments on them (None: none).
+    "MAX_LISTEN_SUBSCRIPTIONS": 1000,
+    "LISTEN_KEEPALIVE_INTERVAL": 15,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

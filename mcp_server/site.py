@@ -88,6 +88,8 @@ def build_transport(server: Server) -> Any:
         max_streams_per_session=s.MAX_STREAMS_PER_SESSION,
         max_subscriptions_per_session=s.MAX_SUBSCRIPTIONS_PER_SESSION,
         max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES,
+        max_listen_subscriptions=s.MAX_LISTEN_SUBSCRIPTIONS,
+        listen_keepalive_interval=s.LISTEN_KEEPALIVE_INTERVAL,
     )
 
 

@@ -312,6 +312,8 @@ HTTP_SETTINGS = {
     "MAX_STREAMS_PER_SESSION": ("max_streams_per_session", 3),
     "MAX_SUBSCRIPTIONS_PER_SESSION": ("max_subscriptions_per_session", 11),
     "MAX_SSE_BUFFER_BYTES": ("max_sse_buffer_bytes", 65536),
+    "MAX_LISTEN_SUBSCRIPTIONS": ("max_listen_subscriptions", 9),
+    "LISTEN_KEEPALIVE_INTERVAL": ("listen_keepalive_interval", 2.5),
 }
 # Settings of the event store: (attribute of transport.events, value).
 EVENT_STORE_SETTINGS = {

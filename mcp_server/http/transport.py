@@ -60,6 +60,9 @@ class StreamableHTTPTransport:
     other's broadcasts).
     ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
     (streams, requests, waits for answers) is let go once it missed them (see :mod:`.liveness`).
+    ``max_listen_subscriptions``: ``subscriptions/listen`` streams one process serves at once (503
+    past it; None: unlimited); ``listen_keepalive_interval``: seconds between keepalive comments
+    on them (None: none, when a proxy keeps the stream alive). See :mod:`.listen_streams`.
     """
 
     def __init__(
@@ -88,6 +91,8 @@ class StreamableHTTPTransport:
         max_subscriptions_per_session: int | None = 1000,
         max_sse_buffer_bytes: int | None = 4 * MIB,
         group: str | None = None,
+        max_listen_subscriptions: int | None = 1000,
+        listen_keepalive_interval: float | None = 15,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
                             ("max_json_containers", max_json_containers)):
@@ -97,6 +102,7 @@ class StreamableHTTPTransport:
         if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or not 0 < heartbeat < 1e9:
             raise ValueError(f"process_heartbeat_interval must be a positive number of seconds, "
                              f"not {heartbeat!r}")
+        _check_listen_options(max_listen_subscriptions, listen_keepalive_interval)
         check_limits(max_sessions_per_principal=max_sessions_per_principal,
                      max_streams_per_session=max_streams_per_session,
                      max_subscriptions_per_session=max_subscriptions_per_session,
@@ -128,6 +134,8 @@ class StreamableHTTPTransport:
         self.max_streams_per_session = max_streams_per_session
         self.max_subscriptions_per_session = max_subscriptions_per_session
         self.max_sse_buffer_bytes = max_sse_buffer_bytes
+        self.max_listen_subscriptions = max_listen_subscriptions
+        self.listen_keepalive_interval = listen_keepalive_interval
         self.subscriptions = SubscriptionStore(max_subscriptions_per_session)
         self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
@@ -428,15 +436,19 @@ class StreamableHTTPTransport:
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
         """Send to every session's listening stream, in every process; callable from anywhere.
 
-        A stateless transport has no listening stream: nothing is stored, and False says so.
+        A stateless transport has no session and so no listening stream: nothing is stored, and
+        only its ``subscriptions/listen`` streams hear of it.
         """
-        if self.stateless:
-            return False
+        async def send() -> bool:
+            if self.stateless:
+                return await self.tell_listen_streams(message)
+            return await self.broadcast_async(message, level)
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return async_to_sync(self.broadcast_async)(message, level)
-        self._spawn(loop, self.broadcast_async(message, level))
+            return async_to_sync(send)()
+        self._spawn(loop, send())
         return True
 
     async def broadcast_async(self, message: dict, level: str | None = None) -> bool:
@@ -446,9 +458,13 @@ class StreamableHTTPTransport:
                                             "message": message, "level": level or ""})
         return True
 
+    async def tell_listen_streams(self, message: dict) -> bool:
+        """Offer a notification to the ``subscriptions/listen`` streams of every process (each
+        delivers it where its filter says so); nothing is stored."""
+        await self._tell_every_process({"type": "mcp.listen", "message": message})
+        return True
+
     def notify_resource_updated(self, uri: str) -> bool:
-        if self.stateless:
-            return False  # no session, so no subscriber
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -473,6 +489,9 @@ class StreamableHTTPTransport:
         from mcp_protocol import jsonrpc
 
         message = jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri})
+        await self.tell_listen_streams(message)
+        if self.stateless:
+            return True  # no session, so no session subscribed
         for session_id in await self.subscriptions.sessions_for(uri):
             await self.deliver(session_id, GET_STREAM, message)
         return True
@@ -497,7 +516,17 @@ class StreamableHTTPTransport:
         runtime.close_all("server closing")
         # Wait (bounded) for them to finish: they still use the runtime to release their claims.
         deadline = loop.time() + timeout
-        while (runtime.streams or runtime.in_flight) and loop.time() < deadline:
+        while (runtime.streams or runtime.in_flight or runtime.listens) and loop.time() < deadline:
             await asyncio.sleep(0.01)
         self._runtimes.pop(loop, None)
         await runtime.stop()
+
+
+def _check_listen_options(max_listen_subscriptions: int | None, keepalive: float | None) -> None:
+    limit = max_listen_subscriptions
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ValueError(f"max_listen_subscriptions must be a positive integer or None, not {limit!r}")
+    if keepalive is not None and (isinstance(keepalive, bool) or not isinstance(keepalive, int | float)
+                                  or not 0 < keepalive < 1e9):
+        raise ValueError(f"listen_keepalive_interval must be a positive number of seconds or None, "
+                         f"not {keepalive!r}")

@@ -9,6 +9,7 @@ test_listen_multiprocess.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from typing import Any
@@ -410,6 +411,8 @@ async def test_a_stream_whose_client_stopped_reading_ends_rather_than_growing():
         subscription.offer({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     assert subscription._queue.qsize() == MAX_QUEUED_NOTIFICATIONS + 1  # and the end
     running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
 
 
 # LSN-07 ---------------------------------------------------------------------------------------

@@ -439,3 +439,28 @@ async def test_an_abrupt_disconnect_sends_nothing(transport):
     exchange.disconnect()
     assert await exchange.rest() == []
     assert b'"result"' not in exchange.raw
+
+
+@pytest.mark.feature("HTTP-32", "NOTIF-01")
+async def test_a_stateless_transport_serves_listen_streams_and_stores_nothing(short_lived_connections):
+    from mcp_server.invoke import run_in_thread
+    from mcp_server.models import StreamEvent
+
+    transport = StreamableHTTPTransport(make_server(), stateless=True, listen_keepalive_interval=None)
+    server = transport.server
+    try:
+        exchange, ack = await open_listen(transport, {"toolsListChanged": True,
+                                                      "resourceSubscriptions": ["demo://a"]})
+        assert ack["params"]["notifications"]["toolsListChanged"] is True
+        # A log message has no place on a listen stream: nothing is sent, and False says so.
+        assert server.notify_log_message("nowhere to go", "error") is False
+        assert server.notify_resources_updated("demo://a") is True
+        assert server.notify_tools_list_changed() is True
+        received = [await exchange.next_message() for _ in range(2)]
+        assert sorted(message["method"] for message in received) == [
+            "notifications/resources/updated", "notifications/tools/list_changed"]
+        assert await run_in_thread(StreamEvent.objects.count) == 0
+        exchange.disconnect()
+        assert await exchange.rest() == []
+    finally:
+        await transport.close()

@@ -17,6 +17,9 @@ FLAGS: dict[str, tuple[str, str, str]] = {
     "resourcesListChanged": ("resources", "listChanged", methods.NOTIFICATIONS_RESOURCES_LIST_CHANGED),
 }
 RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+# Every notification a listen stream can carry (a log message, say, is none of them).
+LISTENABLE = frozenset({method for _capability, _feature, method in FLAGS.values()}
+                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED})
 
 
 def _bad(message: str) -> MCPError:

@@ -24,6 +24,7 @@ from mcp_protocol import methods
 
 from .event_store import GET_STREAM, DatabaseEventStore, EventStore, broadcast_stream, post_stream
 from .limits import StreamSlots, check_limits
+from .listen_filter import LISTENABLE
 from .liveness import Liveness, holder_channel, request_stopped
 from .redis_client import Backoff, RedisUnavailable
 from .runtime import Runtime, on_layer, runtime_group
@@ -437,8 +438,11 @@ class StreamableHTTPTransport:
         """Send to every session's listening stream, in every process; callable from anywhere.
 
         A stateless transport has no session and so no listening stream: nothing is stored, and
-        only its ``subscriptions/listen`` streams hear of it.
+        only its ``subscriptions/listen`` streams hear of what they can carry (False otherwise).
         """
+        if self.stateless and message.get("method") not in LISTENABLE:
+            return False
+
         async def send() -> bool:
             if self.stateless:
                 return await self.tell_listen_streams(message)

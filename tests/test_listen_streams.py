@@ -464,3 +464,25 @@ async def test_a_stateless_transport_serves_listen_streams_and_stores_nothing(sh
         assert await exchange.rest() == []
     finally:
         await transport.close()
+
+
+@pytest.mark.feature("LSN-01")
+async def test_a_listen_naming_more_resources_than_a_session_may_subscribe_to_gets_400(
+        short_lived_connections):
+    transport = StreamableHTTPTransport(make_server(), max_subscriptions_per_session=2,
+                                        listen_keepalive_interval=None)
+    try:
+        refused = Exchange(transport.as_asgi(), listen_request(
+            {"resourceSubscriptions": ["demo://a", "demo://b", "demo://c"]}, 9))
+        reply = await refused.json()
+        assert refused.status == 400 and reply["error"]["code"] == -32602
+        assert reply["error"]["data"] == {"limit": 2}
+        check_error(reply, REVISION)
+        # The same URI twice counts once.
+        exchange, ack = await open_listen(transport, {"resourceSubscriptions": ["demo://a", "demo://b",
+                                                                                "demo://a"]})
+        assert ack["params"]["notifications"]["resourceSubscriptions"] == ["demo://a", "demo://b"]
+        exchange.disconnect()
+        await exchange.rest()
+    finally:
+        await transport.close()

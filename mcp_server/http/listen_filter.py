@@ -26,8 +26,9 @@ def _bad(message: str) -> MCPError:
     return MCPError(f"Invalid params: {message}", code=INVALID_PARAMS)
 
 
-def parse_requested(params: Any) -> dict[str, Any]:
-    """The filter of ``params.notifications``; -32602 when it is missing or malformed.
+def parse_requested(params: Any, max_uris: int | None = None) -> dict[str, Any]:
+    """The filter of ``params.notifications``; -32602 when it is missing or malformed, or names
+    more than ``max_uris`` resources (each stream keeps its URIs for its whole life).
 
     Keys the revision does not define are ignored, as its schema lets a newer client send them.
     """
@@ -44,6 +45,10 @@ def parse_requested(params: Any) -> dict[str, Any]:
         uris = notifications[RESOURCE_SUBSCRIPTIONS]
         if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
             raise _bad(f"notifications.{RESOURCE_SUBSCRIPTIONS} must be an array of URI strings")
+        if max_uris is not None and len(set(uris)) > max_uris:
+            raise MCPError(f"Invalid params: notifications.{RESOURCE_SUBSCRIPTIONS} names {len(set(uris))} "
+                           f"resources, more than the {max_uris} allowed", code=INVALID_PARAMS,
+                           data={"limit": max_uris})
         requested[RESOURCE_SUBSCRIPTIONS] = uris
     return requested
 

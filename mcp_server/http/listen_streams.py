@@ -146,7 +146,7 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
         raise _refused(400, "Invalid Request: subscriptions/listen needs the _meta envelope of the "
                             "2026-07-28 revision", request_id)
     try:
-        requested = parse_requested(message.get("params"))
+        requested = parse_requested(message.get("params"), transport.max_subscriptions_per_session)
     except MCPError as error:
         raise _refused(400, error, request_id) from None
 

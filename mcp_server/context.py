@@ -109,6 +109,11 @@ class ServerContext(Mapping):
         return self._io(self._send(methods.NOTIFICATIONS_MESSAGE, params))
 
     def notify_resources_updated(self, uri: str) -> Any:
+        if self.session.is_modern:
+            # A 2026-07-28 request has no session to tell: the listen streams subscribed to
+            # ``uri``, on every process, hear of it instead (RES-12).
+            message = jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri})
+            return self._io(self.server.notify_listen_streams_async(message))
         return self._io(self._send(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri},
                                    related=False))
 

@@ -428,6 +428,20 @@ class Server:
                 self.report_exception(exc, {"notification": "resources_updated"})
         return sent
 
+    async def notify_listen_streams_async(self, message: dict) -> bool:
+        """Offer a notification to the ``subscriptions/listen`` streams alone, on every process
+        (each stream's filter decides); handshake-era sessions are not told."""
+        sent = False
+        for transport in self._notification_routes():
+            tell = getattr(transport, "tell_listen_streams", None)
+            if tell is None:
+                continue
+            try:
+                sent = bool(await tell(message)) or sent
+            except Exception as exc:
+                await self.report_exception_async(exc, {"notification": message.get("method")})
+        return sent
+
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> bool:
         """A log message to every session whose level lets it through."""
         if not logging_levels.is_level(level):

@@ -98,6 +98,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_QUEUED_STREAM_EVENTS": 1000,
     # The longest _meta.progressToken accepted (each progress notification carries and stores it).
     "MAX_PROGRESS_TOKEN_LENGTH": 256,
+    # 2026-07-28 subscriptions/listen streams one process serves at once (None: unlimited); one
+    # more gets HTTP 503. Seconds between keepalive comments on them (None: none).
+    "MAX_LISTEN_SUBSCRIPTIONS": 1000,
+    "LISTEN_KEEPALIVE_INTERVAL": 15,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

@@ -90,6 +90,8 @@ def build_transport(server: Server) -> Any:
         max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES, sse_stall_timeout=s.SSE_STALL_TIMEOUT,
         max_queued_stream_events=s.MAX_QUEUED_STREAM_EVENTS,
         max_progress_token_length=s.MAX_PROGRESS_TOKEN_LENGTH,
+        max_listen_subscriptions=s.MAX_LISTEN_SUBSCRIPTIONS,
+        listen_keepalive_interval=s.LISTEN_KEEPALIVE_INTERVAL,
     )
 
 

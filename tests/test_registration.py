@@ -315,6 +315,8 @@ HTTP_SETTINGS = {
     "SSE_STALL_TIMEOUT": ("sse_stall_timeout", 3),
     "MAX_QUEUED_STREAM_EVENTS": ("max_queued_stream_events", 50),
     "MAX_PROGRESS_TOKEN_LENGTH": ("max_progress_token_length", 32),
+    "MAX_LISTEN_SUBSCRIPTIONS": ("max_listen_subscriptions", 9),
+    "LISTEN_KEEPALIVE_INTERVAL": ("listen_keepalive_interval", 2.5),
 }
 # Settings of the event store: (attribute of transport.events, value).
 EVENT_STORE_SETTINGS = {

@@ -12,6 +12,7 @@ heartbeat of that channel, renewed here, tells the other processes it is alive (
 | ``mcp.response`` | the process waiting for the answer | wakes the waiting handler |
 | ``mcp.deliver`` | the process holding the session's stream | writes the event on it |
 | ``mcp.broadcast`` | every process (group) | writes the event on every local stream |
+| ``mcp.listen`` | every process (group) | offers the notification to the local listen streams |
 | ``mcp.close`` | every process (group) | ends the session's local streams and requests |
 """
 
@@ -32,6 +33,7 @@ from mcp_protocol.cancellation import Cancellation
 
 from ..outgoing import PendingRequests
 from .event_store import GET_STREAM
+from .listen_streams import ListenRegistry
 from .redis_client import Backoff, RedisUnavailable
 
 if TYPE_CHECKING:
@@ -94,6 +96,8 @@ class Runtime:
         self.in_flight: dict[tuple[str, str], Cancellation] = {}
         # (session id, stream name) -> the stream this process writes for it.
         self.streams: dict[tuple[str, str], ListenStream] = {}
+        # The 2026-07-28 subscriptions/listen streams this process writes (listen_streams.py).
+        self.listens = ListenRegistry()
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -180,6 +184,9 @@ class Runtime:
             for (_session, name), stream in list(self.streams.items()):
                 if name == GET_STREAM:
                     stream.push(message["sequence"], message["message"], message.get("level", ""))
+            self.listens.offer(message["message"])
+        elif kind == "mcp.listen":
+            self.listens.offer(message["message"])
         elif kind == "mcp.close":
             self._close_locally(session_id)
 
@@ -196,6 +203,7 @@ class Runtime:
         """End every stream this process writes and stop its requests (the transport closes)."""
         for stream in list(self.streams.values()):
             stream.close()
+        self.listens.end_all()
         for cancellation in list(self.in_flight.values()):
             cancellation.cancel(reason)
 

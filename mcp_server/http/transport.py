@@ -25,6 +25,7 @@ from mcp_protocol import methods
 from ..outgoing import is_request_id_we_sent
 from .event_store import GET_STREAM, DatabaseEventStore, EventStore, broadcast_stream, post_stream
 from .limits import StreamSlots, check_limits
+from .listen_filter import LISTENABLE
 from .liveness import Liveness, holder_channel, request_stopped
 from .redis_client import Backoff, RedisUnavailable
 from .runtime import Runtime, on_layer, runtime_group
@@ -64,6 +65,9 @@ class StreamableHTTPTransport:
     other's broadcasts).
     ``process_heartbeat_interval``: seconds between a process's heartbeats; what a process holds
     (streams, requests, waits for answers) is let go once it missed them (see :mod:`.liveness`).
+    ``max_listen_subscriptions``: ``subscriptions/listen`` streams one process serves at once (503
+    past it; None: unlimited); ``listen_keepalive_interval``: seconds between keepalive comments
+    on them (None: none, when a proxy keeps the stream alive). See :mod:`.listen_streams`.
     """
 
     def __init__(
@@ -95,6 +99,8 @@ class StreamableHTTPTransport:
         max_queued_stream_events: int = 1000,
         max_progress_token_length: int | None = 256,
         group: str | None = None,
+        max_listen_subscriptions: int | None = 1000,
+        listen_keepalive_interval: float | None = 15,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
                             ("max_json_containers", max_json_containers),
@@ -105,6 +111,7 @@ class StreamableHTTPTransport:
                               ("sse_stall_timeout", sse_stall_timeout)):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < 1e9:
                 raise ValueError(f"{name} must be a positive number of seconds, not {seconds!r}")
+        _check_listen_options(max_listen_subscriptions, listen_keepalive_interval)
         check_limits(max_sessions_per_principal=max_sessions_per_principal,
                      max_streams_per_session=max_streams_per_session,
                      max_subscriptions_per_session=max_subscriptions_per_session,
@@ -140,6 +147,8 @@ class StreamableHTTPTransport:
         self.sse_stall_timeout = sse_stall_timeout
         self.max_queued_stream_events = max_queued_stream_events
         self.max_progress_token_length = max_progress_token_length
+        self.max_listen_subscriptions = max_listen_subscriptions
+        self.listen_keepalive_interval = listen_keepalive_interval
         self.subscriptions = SubscriptionStore(max_subscriptions_per_session, self.group)
         self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
@@ -445,15 +454,22 @@ class StreamableHTTPTransport:
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
         """Send to every session's listening stream, in every process; callable from anywhere.
 
-        A stateless transport has no listening stream: nothing is stored, and False says so.
+        A stateless transport has no session and so no listening stream: nothing is stored, and
+        only its ``subscriptions/listen`` streams hear of what they can carry (False otherwise).
         """
-        if self.stateless:
+        if self.stateless and message.get("method") not in LISTENABLE:
             return False
+
+        async def send() -> bool:
+            if self.stateless:
+                return await self.tell_listen_streams(message)
+            return await self.broadcast_async(message, level)
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return async_to_sync(self.broadcast_async)(message, level)
-        self._spawn(loop, self.broadcast_async(message, level))
+            return async_to_sync(send)()
+        self._spawn(loop, send())
         return True
 
     async def broadcast_async(self, message: dict, level: str | None = None) -> bool:
@@ -463,9 +479,13 @@ class StreamableHTTPTransport:
                                             "message": message, "level": level or ""})
         return True
 
+    async def tell_listen_streams(self, message: dict) -> bool:
+        """Offer a notification to the ``subscriptions/listen`` streams of every process (each
+        delivers it where its filter says so); nothing is stored."""
+        await self._tell_every_process({"type": "mcp.listen", "message": message})
+        return True
+
     def notify_resource_updated(self, uri: str) -> bool:
-        if self.stateless:
-            return False  # no session, so no subscriber
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -490,6 +510,9 @@ class StreamableHTTPTransport:
         from mcp_protocol import jsonrpc
 
         message = jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri})
+        await self.tell_listen_streams(message)
+        if self.stateless:
+            return True  # no session, so no session subscribed
         for session_id in await self.subscriptions.sessions_for(uri):
             await self.deliver(session_id, GET_STREAM, message)
         return True
@@ -514,7 +537,17 @@ class StreamableHTTPTransport:
         runtime.close_all("server closing")
         # Wait (bounded) for them to finish: they still use the runtime to release their claims.
         deadline = loop.time() + timeout
-        while (runtime.streams or runtime.in_flight) and loop.time() < deadline:
+        while (runtime.streams or runtime.in_flight or runtime.listens) and loop.time() < deadline:
             await asyncio.sleep(0.01)
         self._runtimes.pop(loop, None)
         await runtime.stop()
+
+
+def _check_listen_options(max_listen_subscriptions: int | None, keepalive: float | None) -> None:
+    limit = max_listen_subscriptions
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ValueError(f"max_listen_subscriptions must be a positive integer or None, not {limit!r}")
+    if keepalive is not None and (isinstance(keepalive, bool) or not isinstance(keepalive, int | float)
+                                  or not 0 < keepalive < 1e9):
+        raise ValueError(f"listen_keepalive_interval must be a positive number of seconds or None, "
+                         f"not {keepalive!r}")

@@ -1,0 +1,92 @@
+"""The notification filter of a ``subscriptions/listen`` request (SEP-2575): what the client asked
+for, checked (LSN-01), narrowed to what the server declared (LSN-02), and matched against each
+notification a listen stream is offered (LSN-04)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_protocol import methods
+from mcp_protocol.errors import INVALID_PARAMS, MCPError
+
+# Filter flag -> (capability, its sub-capability that must be declared, the notification it opts in to).
+FLAGS: dict[str, tuple[str, str, str]] = {
+    "toolsListChanged": ("tools", "listChanged", methods.NOTIFICATIONS_TOOLS_LIST_CHANGED),
+    "promptsListChanged": ("prompts", "listChanged", methods.NOTIFICATIONS_PROMPTS_LIST_CHANGED),
+    "resourcesListChanged": ("resources", "listChanged", methods.NOTIFICATIONS_RESOURCES_LIST_CHANGED),
+}
+RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+# Every notification a listen stream can carry (a log message, say, is none of them).
+LISTENABLE = frozenset({method for _capability, _feature, method in FLAGS.values()}
+                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED})
+
+
+def _bad(message: str) -> MCPError:
+    return MCPError(f"Invalid params: {message}", code=INVALID_PARAMS)
+
+
+def parse_requested(params: Any, max_uris: int | None = None) -> dict[str, Any]:
+    """The filter of ``params.notifications``; -32602 when it is missing or malformed, or names
+    more than ``max_uris`` resources (each stream keeps its URIs for its whole life).
+
+    Keys the revision does not define are ignored, as its schema lets a newer client send them.
+    """
+    notifications = params.get("notifications") if isinstance(params, dict) else None
+    if not isinstance(notifications, dict):
+        raise _bad("subscriptions/listen needs params.notifications, an object")
+    requested: dict[str, Any] = {}
+    for flag in FLAGS:
+        if flag in notifications:
+            if not isinstance(notifications[flag], bool):
+                raise _bad(f"notifications.{flag} must be a boolean")
+            requested[flag] = notifications[flag]
+    if RESOURCE_SUBSCRIPTIONS in notifications:
+        uris = notifications[RESOURCE_SUBSCRIPTIONS]
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise _bad(f"notifications.{RESOURCE_SUBSCRIPTIONS} must be an array of URI strings")
+        if max_uris is not None and len(set(uris)) > max_uris:
+            raise MCPError(f"Invalid params: notifications.{RESOURCE_SUBSCRIPTIONS} names {len(set(uris))} "
+                           f"resources, more than the {max_uris} allowed", code=INVALID_PARAMS,
+                           data={"limit": max_uris})
+        requested[RESOURCE_SUBSCRIPTIONS] = uris
+    return requested
+
+
+@dataclass(frozen=True)
+class ListenFilter:
+    """What one listen stream delivers: the honoured part of its request."""
+
+    methods: frozenset[str]
+    uris: frozenset[str] | None  # None: no resourceSubscriptions honoured
+    wire: dict[str, Any]  # as the acknowledgement states it
+
+    def wants(self, message: dict) -> bool:
+        method = message.get("method")
+        if method == methods.NOTIFICATIONS_RESOURCES_UPDATED:
+            params = message.get("params")
+            uri = params.get("uri") if isinstance(params, dict) else None
+            return self.uris is not None and uri in self.uris
+        return method in self.methods
+
+
+def honour(requested: dict[str, Any], capabilities: dict[str, Any]) -> ListenFilter:
+    """Requested ∩ declared: a flag the server's capabilities do not back is left out (LSN-02)."""
+
+    def declared(capability: str, feature: str) -> bool:
+        entry = capabilities.get(capability)
+        return isinstance(entry, dict) and bool(entry.get(feature))
+
+    wire: dict[str, Any] = {}
+    wanted = set()
+    for flag, (capability, feature, method) in FLAGS.items():
+        if requested.get(flag) and declared(capability, feature):
+            wire[flag] = True
+            wanted.add(method)
+    uris = None
+    if RESOURCE_SUBSCRIPTIONS in requested and declared("resources", "subscribe"):
+        # Kept in the order asked, once each: the acknowledgement repeats them.
+        ordered = list(dict.fromkeys(requested[RESOURCE_SUBSCRIPTIONS]))
+        uris = frozenset(ordered)
+        wire[RESOURCE_SUBSCRIPTIONS] = ordered
+    return ListenFilter(frozenset(wanted), uris, wire)

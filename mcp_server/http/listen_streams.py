@@ -1,0 +1,181 @@
+"""``subscriptions/listen`` streams of the 2026-07-28 revision (SEP-2575), on Streamable HTTP.
+
+A listen stream is an SSE response to one POST: the acknowledgement first, then every
+notification its filter honours, each stamped with the listen request's id as
+``io.modelcontextprotocol/subscriptionId``. They are fed from every process: list changes ride
+the ``mcp.broadcast`` messages the handshake-era GET streams get, resource updates an
+``mcp.listen`` message to the group (see ``runtime.py``); each process offers them to its own
+streams. Nothing about a listen stream is stored, in the database or in Redis: a dropped stream is
+simply reopened by the client, so there is nothing to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from mcp_protocol import jsonrpc, methods
+from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
+from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
+
+from .errors import HTTPError
+from .listen_filter import ListenFilter, honour, parse_requested
+from .session import request_key
+from .sse import SSEResponse
+
+if TYPE_CHECKING:
+    from .checks import Request
+    from .consumer import StreamableHTTPConsumer
+
+class ListenSubscription:
+    """One open listen stream of this process.
+
+    ``max_queued``: notifications waiting to be written at most (the transport's
+    ``max_queued_stream_events``). A client that stops reading makes them pile up; past this the
+    stream ends (abruptly: the client reopens it), rather than growing without bound or dropping
+    some silently.
+    """
+
+    def __init__(self, request_id: Any, honoured: ListenFilter, sse: SSEResponse,
+                 keepalive_interval: float | None, server_info: dict | None = None, *,
+                 max_queued: int = 1000):
+        self.request_id = request_id
+        self.filter = honoured
+        self.sse = sse
+        self.keepalive_interval = keepalive_interval
+        self.server_info = server_info
+        self._queue: asyncio.Queue[dict | None] = asyncio.Queue()
+        self._max_queued = max_queued
+        self._graceful = False
+        self._overflowed = False
+
+    def offer(self, message: dict) -> None:
+        """Queue ``message`` if the filter honours it (called for every notification)."""
+        if self._graceful or self._overflowed or self.sse.closed or not self.filter.wants(message):
+            return
+        if self._queue.qsize() >= self._max_queued:
+            self._overflowed = True  # the stream ends without its response: the client reopens it
+            self._queue.put_nowait(None)
+            return
+        self._queue.put_nowait(self._stamped(message))
+
+    def end(self) -> None:
+        """End the stream with its ``subscriptions/listen`` response (LSN-07)."""
+        self._graceful = True
+        self._queue.put_nowait(None)
+
+    def disconnected(self) -> None:
+        """The client went away: nothing more is written, and the stream's slot is freed."""
+        self.sse.disconnected()
+        self._queue.put_nowait(None)
+
+    def _stamped(self, message: dict) -> dict:
+        params = message.get("params")
+        params = dict(params) if isinstance(params, dict) else {}
+        meta = params.get("_meta")
+        params["_meta"] = {**(meta if isinstance(meta, dict) else {}), SUBSCRIPTION_ID_KEY: self.request_id}
+        return {**message, "params": params}
+
+    def acknowledgement(self) -> dict:
+        return jsonrpc.notification(methods.NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED, {
+            "notifications": self.filter.wire, "_meta": {SUBSCRIPTION_ID_KEY: self.request_id}})
+
+    def completion(self) -> dict:
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_KEY: self.request_id}
+        if self.server_info is not None:
+            meta[SERVER_INFO_KEY] = self.server_info
+        return jsonrpc.response(self.request_id, {"resultType": "complete", "_meta": meta})
+
+    async def run(self) -> None:
+        """The acknowledgement, then notifications and keepalives until the stream ends."""
+        # Queued notifications wait behind the acknowledgement: none precedes it (LSN-03).
+        if not await self.sse.event(jsonrpc.encode(self.acknowledgement())):
+            return
+        while True:
+            try:
+                item = await asyncio.wait_for(self._queue.get(), self.keepalive_interval)
+            except TimeoutError:
+                # A write to a peer that is gone fails: the stream ends and frees its slot (LSN-06).
+                if not await self.sse.comment("ping"):
+                    return
+                continue
+            if item is None:
+                if self._graceful and not self.sse.closed:
+                    await self.sse.event(jsonrpc.encode(self.completion()), last=True)
+                return
+            if not await self.sse.event(jsonrpc.encode(item)):
+                return
+
+
+class ListenRegistry:
+    """This process's listen streams, by request id (one per event loop, in its runtime)."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, ListenSubscription] = {}
+
+    def __len__(self) -> int:
+        return len(self.streams)
+
+    def offer(self, message: dict) -> None:
+        for subscription in list(self.streams.values()):
+            subscription.offer(message)
+
+    def end_all(self) -> None:
+        for subscription in list(self.streams.values()):
+            subscription.end()
+
+
+def _refused(status: int, error: MCPError | str, request_id: Any, *, code: int = INVALID_REQUEST,
+             headers: list[tuple[bytes, bytes]] | None = None) -> HTTPError:
+    if isinstance(error, MCPError):
+        return HTTPError(status, error.message, code=error.code, data=error.data, request_id=request_id)
+    return HTTPError(status, error, code=code, request_id=request_id, headers=headers)
+
+
+async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, message: dict,
+                       envelope: Envelope | None) -> None:
+    """Answer one ``subscriptions/listen`` POST: its SSE stream, or a JSON error with its status.
+
+    ``message`` is the decoded request; ``envelope`` its validated ``_meta`` envelope (None when
+    it carried none, which is refused).
+    """
+    transport = consumer.transport
+    request_id = message.get("id")
+    if request_id is None:
+        raise _refused(400, "Invalid Request: subscriptions/listen must be a request with an id", None)
+    if envelope is None:
+        raise _refused(400, "Invalid Request: subscriptions/listen needs the _meta envelope of the "
+                            "2026-07-28 revision", request_id)
+    try:
+        requested = parse_requested(message.get("params"), transport.max_subscriptions_per_session)
+    except MCPError as error:
+        raise _refused(400, error, request_id) from None
+
+    runtime = await transport.ensure_runtime()
+    registry = runtime.listens
+    limit = transport.max_listen_subscriptions
+    if limit is not None and len(registry) >= limit:
+        raise _refused(503, f"Service Unavailable: this process serves {limit} listen streams, the "
+                            "most allowed; try again later", request_id, code=INTERNAL_ERROR,
+                       headers=[(b"retry-after", b"1")])
+    server = transport.server
+    honoured = honour(requested, server.capabilities_for(envelope.protocol_version))
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
+                      stall_timeout=transport.sse_stall_timeout)
+    key = request_key(request_id)
+    if key in registry.streams:
+        # The id names the open stream already: the new one ends at once, with nothing on it.
+        await sse.finish()
+        return
+    subscription = ListenSubscription(request_id, honoured, sse, transport.listen_keepalive_interval,
+                                      server.server_info_for(envelope.protocol_version),
+                                      max_queued=transport.max_queued_stream_events)
+    registry.streams[key] = subscription
+    try:
+        await consumer.while_connected(subscription.run(), subscription.disconnected)
+    finally:
+        if registry.streams.get(key) is subscription:
+            del registry.streams[key]
+        with contextlib.suppress(Exception):
+            await sse.finish()

@@ -61,7 +61,7 @@ def _typed_messages_carry_envelope(revision: str) -> bool:
     """Newer schemas define requests with ``jsonrpc`` and ``id``; older ones only method and params."""
     document = _document(revision)
     defs = document.get("$defs", document.get("definitions", {}))
-    return "jsonrpc" in defs["PingRequest"].get("properties", {})
+    return "jsonrpc" in defs["CallToolRequest"].get("properties", {})  # in every revision
 
 
 def _typed(message: dict, revision: str) -> dict:

@@ -433,3 +433,24 @@ async def test_input_response_reads_any_key_as_a_string():
 
     await modern(server, "tools/call", {"name": "numbered", "inputResponses": {"1": NAME_ANSWER}})
     assert read == [(NAME_ANSWER, NAME_ANSWER, None)]
+
+
+@pytest.mark.feature("MRTR-02")
+async def test_a_resources_read_handler_may_ask_too():
+    server = Server("hook", request_state_security=RequestStateSecurity(key=KEY), ttl_ms=5)
+
+    @server.resources_read_handler
+    def read(params: dict, server_context: ServerContext) -> Any:
+        roots = server_context.input_response("roots")
+        if roots is None:
+            return InputRequiredResult({"roots": InputRequiredResult.list_roots()}, request_state="r")
+        return f"{params['uri']} under {roots['roots'][0]['uri']} ({server_context.request_state})"
+
+    first = (await modern(server, "resources/read", {"uri": "any://thing"}))["result"]
+    assert first["inputRequests"] == {"roots": {"method": "roots/list", "params": {}}}
+    retry = {"uri": "any://thing", "requestState": first["requestState"],
+             "inputResponses": {"roots": {"roots": [{"uri": "file:///w"}]}}}
+    done = (await modern(server, "resources/read", retry, request_id=2))["result"]
+    assert done["contents"][0]["text"] == "any://thing under file:///w (r)"
+    other_uri = {**retry, "uri": "any://else"}
+    assert (await modern(server, "resources/read", other_uri, request_id=3))["error"]["code"] == -32602

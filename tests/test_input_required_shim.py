@@ -254,3 +254,14 @@ def test_the_demo_tool_asks_over_stdio():
         server.answer(request, CONFIRM)
         response = server.response(call)
         assert response["result"]["content"] == [{"type": "text", "text": "Deleted the note 'draft'"}]
+
+
+@pytest.mark.feature("MRTR-08")
+async def test_a_session_that_cannot_reach_its_client_gets_an_internal_error():
+    server, runs = shim_server()
+    peer = await connected(server, "2025-11-25", EVERYTHING)
+    peer.session.requests_refused = "stateless HTTP sends nothing but the response"
+    response = await peer.call_tool("ask", {"requests": {"a": ASK_NAME}})
+    assert response["error"]["code"] == -32603
+    assert "stateless HTTP sends nothing but the response" in response["error"]["message"]
+    assert peer.requests() == [] and len(runs) == 1

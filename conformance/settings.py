@@ -73,6 +73,9 @@ MCP_SERVER = {
     "MAX_SESSIONS": None,
     "MAX_SESSIONS_PER_PRINCIPAL": None,  # every scenario connects from 127.0.0.1
     "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 60,
+    # Seals input_required request states; every process of the two-process run shares it. A
+    # fixed key is right for the conformance run only: a deployment keeps its keys secret.
+    "REQUEST_STATE_KEYS": ["Y29uZm9ybWFuY2Utb25seS1ub3QtYS1zZWNyZXQtISE"],
 }
 
 LOGGING = {

@@ -27,6 +27,7 @@ from .errors import (
     ValidationError,
 )
 from .extensions.mcp_apps import Apps
+from .input_required import InputRequiredResult
 from .primitives import (
     InputSchema,
     OutputSchema,
@@ -39,6 +40,7 @@ from .primitives import (
     Tool,
     ToolResponse,
 )
+from .request_state import RequestStateSecurity
 from .server import Server
 from .session import ServerSession
 from .site import get_server, prompt, register, resource, resource_template, tool
@@ -56,6 +58,7 @@ __all__ = [
     "Content",
     "EmbeddedResource",
     "Image",
+    "InputRequiredResult",
     "InputSchema",
     "MCPError",
     "MethodAlreadyDefinedError",
@@ -64,6 +67,7 @@ __all__ = [
     "PromptArgument",
     "PromptMessage",
     "PromptResult",
+    "RequestStateSecurity",
     "RequestTimeoutError",
     "Resource",
     "ResourceLink",

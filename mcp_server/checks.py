@@ -37,3 +37,18 @@ def check_dns_rebinding_protection(app_configs: Any = None, **kwargs: Any) -> li
             id="mcp_server.W002",
         )]
     return []
+
+
+@checks.register(checks.Tags.security)
+def check_request_state_keys(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Malformed request-state settings stop start-up rather than the first input_required call."""
+    from .request_state import settings_errors
+
+    errors = settings_errors(mcp_settings.REQUEST_STATE_KEYS, mcp_settings.REQUEST_STATE_TTL,
+                             mcp_settings.REQUEST_STATE_AUDIENCE)
+    return [checks.Error(
+        f"MCP_SERVER: {message}",
+        hint="Generate a key with: python -c \"import base64, secrets; "
+             "print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())\"",
+        id="mcp_server.E010",
+    ) for message in errors]

@@ -46,6 +46,10 @@ class ServerContext(Mapping):
         self.context = _merge_meta(user_context, raw_meta)
         # What instrumentation and around_request see about this request.
         self.instrumentation: dict[str, Any] = {"method": method}
+        # input_required (SEP-2322): the client's answers to this handler's earlier input requests
+        # and its own state, plaintext; set by mcp_server.mrtr before each run of the handler.
+        self.input_responses: dict[str, Any] | None = None
+        self.request_state: str | None = None
         self._loop = asyncio.get_running_loop()
 
     # The user-defined context, read as a mapping.
@@ -66,11 +70,18 @@ class ServerContext(Mapping):
 
     @property
     def client_capabilities(self) -> dict:
+        envelope = self.session.envelope  # a modern request declares them itself
+        if envelope is not None:
+            return envelope.client_capabilities
         return self.session.client_capabilities or {}
 
     @property
     def protocol_version(self) -> str | None:
         return self.session.protocol_version
+
+    def input_response(self, key: Any) -> Any:
+        """The client's answer to the input request ``key`` (any key, compared as a string)."""
+        return (self.input_responses or {}).get(str(key))
 
     @property
     def progress_token(self) -> Any:

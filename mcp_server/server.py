@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 
 from mcp_protocol import jsonrpc, methods
 
-from . import dispatch, logging_levels
+from . import dispatch, logging_levels, request_state
 from .capabilities import Capabilities, normalize
 from .configuration import Configuration, ConfigurationError, global_configuration
 from .errors import MethodAlreadyDefinedError
@@ -25,6 +25,7 @@ from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
 from .primitives.prompt import prompt_from_function
 from .primitives.tool import tool_from_function
+from .request_state import RequestStateSecurity
 from .session import ServerSession
 
 logger = logging.getLogger("mcp_server")
@@ -69,8 +70,9 @@ class Server:
         page_size: int | None = None,
         ttl_ms: int | None = None,
         cache_scope: str | None = None,
-        request_state_security: Any = None,
+        request_state_security: RequestStateSecurity | None = None,
         input_required_legacy_shim: bool = True,
+        input_required_max_rounds: int = 8,
     ):
         self.name = name
         self.title = title
@@ -87,7 +89,12 @@ class Server:
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
         self.request_state_security = request_state_security
-        self.input_required_legacy_shim = input_required_legacy_shim
+        self.input_required_legacy_shim = bool(input_required_legacy_shim)
+        if isinstance(input_required_max_rounds, bool) or not isinstance(input_required_max_rounds, int) \
+                or input_required_max_rounds < 1:
+            raise ValueError(f"input_required_max_rounds must be a positive integer, "
+                             f"not {input_required_max_rounds!r}")
+        self.input_required_max_rounds = input_required_max_rounds
         self.hooks = Hooks()
         self.custom_methods: dict[str, Callable] = {}
         self.tools: dict[str, Tool] = {}
@@ -130,6 +137,19 @@ class Server:
     @property
     def client_capabilities(self) -> dict | None:
         return self.session.client_capabilities
+
+    @property
+    def request_state_security(self) -> RequestStateSecurity | None:
+        """What seals input_required request states: the one given to this server, else the one
+        ``MCP_SERVER["REQUEST_STATE_KEYS"]`` describes, else None (see mcp_server.mrtr)."""
+        return self._request_state_security or request_state.from_settings()
+
+    @request_state_security.setter
+    def request_state_security(self, security: RequestStateSecurity | None) -> None:
+        if security is not None and not isinstance(security, RequestStateSecurity):
+            raise TypeError("request_state_security must be a RequestStateSecurity or None, "
+                            f"not {type(security).__name__}")
+        self._request_state_security = security
 
     def _pin(self) -> str | None:
         return self.configuration.protocol_version

@@ -119,6 +119,13 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_STORE_CLASS": None,
     # stdio: the longest accepted line; a longer one closes the connection.
     "STDIO_MAX_LINE_BYTES": 4 * 1024 * 1024,
+    # input_required (SEP-2322): keys sealing the requestState on the 2026-07-28 wire, each base64
+    # of 32 random bytes, the same list on every process. The first seals, all open (rotation).
+    # Empty: a handler returning a request_state to a modern client is an error, never plaintext.
+    "REQUEST_STATE_KEYS": [],
+    # Seconds a sealed requestState stays valid, and the audience it is bound to (None: none).
+    "REQUEST_STATE_TTL": 300,
+    "REQUEST_STATE_AUDIENCE": None,
 }
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",

@@ -131,6 +131,10 @@ MCP_SERVER = {
         "completions": {},
     },
 }
+# Keys sealing input_required request states, comma-separated; every web process must get the
+# same ones (see the README, "Multi round-trip requests").
+if os.environ.get("MCP_REQUEST_STATE_KEYS"):
+    MCP_SERVER["REQUEST_STATE_KEYS"] = os.environ["MCP_REQUEST_STATE_KEYS"].split(",")
 # Environment switches of the transport (bench/run uses them): MCP_STATELESS=1 serves every POST
 # on its own with no session, MCP_JSON_RESPONSE=1 answers requests with JSON instead of SSE.
 if os.environ.get("MCP_STATELESS") == "1":

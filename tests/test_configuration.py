@@ -20,6 +20,7 @@ from mcp_server import (
     Configuration,
     ConfigurationError,
     Prompt,
+    RequestStateSecurity,
     Resource,
     ResourceTemplate,
     Server,
@@ -641,6 +642,7 @@ def test_constructor_surface():
         "resources": (), "resource_templates": (), "server_context": None, "configuration": None,
         "capabilities": None, "page_size": None, "ttl_ms": None, "cache_scope": None,
         "request_state_security": None, "input_required_legacy_shim": True,
+        "input_required_max_rounds": 8,
     }
     assert set(expected) <= set(parameters)
     for name, default in expected.items():
@@ -656,7 +658,7 @@ def test_constructor_surface():
 def test_constructor_values_reach_the_wire(make_client, revision):
     icons = [{"src": "https://example.com/logo.png", "mimeType": "image/png"}]
     configuration = Configuration()
-    security = object()
+    security = RequestStateSecurity(key=bytes(32))
     server = Server(
         "shop", title="Shop", version="2.1.0", description="Orders and stock", icons=icons,
         website_url="https://example.com", instructions="Use the tools.",

@@ -21,9 +21,12 @@ TOOLS = {
     "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress",
     "test_error_handling", "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults",
     "test_elicitation_sep1330_enums", "json_schema_2020_12_tool", "test_reconnection",
+    *(f"test_input_required_result_{name}" for name in (
+        "elicitation", "sampling", "list_roots", "request_state", "multiple_inputs", "multi_round",
+        "tampered_state", "capabilities")),
 }
 PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
-           "test_prompt_with_image"}
+           "test_prompt_with_image", "test_input_required_result_prompt"}
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 
 
@@ -130,6 +133,41 @@ def test_before_2025_11_25_the_stream_stays_open_and_carries_the_result(conforma
         exchange = client.request("tools/call", {"name": "test_reconnection", "arguments": {}})
         assert all(event.retry is None for event in exchange.events)
         assert "Reconnection test completed" in exchange.response["result"]["content"][0]["text"]
+    finally:
+        client.delete()
+        client.close()
+
+
+@pytest.mark.feature("CONF-01", "MRTR-07")
+def test_the_input_required_fixtures_serve_a_handshake_session_through_the_shim(conformance_server):
+    """The 2026-07-28 scenarios' tools, asked by a 2025-11-25 client: live requests instead."""
+    client = HTTPClient(conformance_server, revision="2025-11-25")
+    answers = {
+        "elicitation/create": lambda params: {"action": "accept", "content": {
+            "name": "Ada", "color": "teal", "ok": True, "context": "tests"}},
+        "sampling/createMessage": lambda params: {
+            "role": "assistant", "content": {"type": "text", "text": "Hello"}, "model": "m",
+            "stopReason": "endTurn"},
+        "roots/list": lambda params: {"roots": [{"uri": "file:///work", "name": "work"}]},
+    }
+    client.answers.update(answers)
+    expected = {
+        "elicitation": "Hello, Ada!", "sampling": "The model answered: Hello",
+        "list_roots": "Client roots: file:///work",
+        "request_state": "state-ok: the request state came back intact",
+        "multiple_inputs": "Hello Ada", "multi_round": "Ada likes teal",
+        "tampered_state": "The request state opened intact",
+        "capabilities": "Every input the client can give was received",
+    }
+    try:
+        client.initialize(capabilities={"sampling": {}, "elicitation": {"form": {}}, "roots": {}})
+        for name, text in expected.items():
+            exchange = client.request("tools/call", {"name": f"test_input_required_result_{name}",
+                                                     "arguments": {}})
+            assert exchange.response["result"]["content"][0]["text"] == text, name
+            assert exchange.server_requests, name  # asked live, on the tool call's stream
+        prompt = client.request("prompts/get", {"name": "test_input_required_result_prompt"})
+        assert prompt.response["result"]["messages"][0]["content"]["text"] == "Use this context: tests"
     finally:
         client.delete()
         client.close()

@@ -6,6 +6,7 @@ Every test that rebuilds the default server puts the original object back afterw
 
 from __future__ import annotations
 
+import base64
 import sys
 from collections import defaultdict
 from typing import Any
@@ -17,7 +18,7 @@ from django.test import override_settings
 from django.utils.module_loading import import_string
 
 import mcp_server
-from mcp_server import ConfigurationError, Server, configure, get_server, site
+from mcp_server import ConfigurationError, RequestStateSecurity, Server, configure, get_server, site
 from mcp_server.http.shared_state import LocalState, RedisState
 from mcp_server.settings import DEFAULTS, mcp_settings
 
@@ -99,7 +100,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
     with StdioServer(env={"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}) as server:
         server.initialize()
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
-        assert names == ["echo", "add", "slow_count", "confirm_action", "sleepy", "announce",
+        assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource"]
         assert server.close() == 0
@@ -476,13 +477,31 @@ def test_bad_redis_settings_are_refused_clearly(default_server_restored, setting
         get_transport()
 
 
+REQUEST_STATE_SETTINGS = {"REQUEST_STATE_KEYS", "REQUEST_STATE_TTL", "REQUEST_STATE_AUDIENCE"}
+
+
+@pytest.mark.feature("MRTR-09")
+def test_the_default_server_seals_request_states_with_the_keys_of_the_settings(default_server_restored):
+    key = bytes(range(32))
+    encoded = base64.urlsafe_b64encode(key).decode()
+    with override_settings(MCP_SERVER=demo_with(REQUEST_STATE_KEYS=[encoded], REQUEST_STATE_TTL=60,
+                                                REQUEST_STATE_AUDIENCE="https://mcp.example.com")):
+        security = get_server().request_state_security
+        assert (security.ttl, security.audience) == (60, "https://mcp.example.com")
+        token = security.seal("s", method="tools/call", target="t", arguments={})
+        reader = RequestStateSecurity(key=key, audience="https://mcp.example.com")
+        assert reader.open(token, method="tools/call", target="t", arguments={}) == "s"
+    with override_settings(MCP_SERVER=demo_with()):
+        assert get_server().request_state_security is None  # no keys: see mcp_server.mrtr
+
+
 def test_every_setting_is_covered_here():
     """A new key in DEFAULTS needs a test in this module (and test_stdio for STDIO_*)."""
     covered = {*IDENTITY, "PROTOCOL_VERSION", "EXCEPTION_REPORTER", "AROUND_REQUEST",
                "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
-               "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS}
+               "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS}
     assert covered == set(DEFAULTS)
 
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from mcp_protocol.errors import InvalidParamsError
 
+from .. import mrtr
 from ..context import ServerContext
+from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
 from ..primitives.prompt import prompt_result
 from . import cache_hints
@@ -39,5 +41,7 @@ async def get_prompt(ctx: ServerContext) -> dict[str, Any]:
         ctx.instrumentation["error"] = "missing_required_arguments"
         raise InvalidParamsError(f"Missing required arguments: {', '.join(missing)}")
     extra = {"server_context": ctx} if prompt.wants_context else {}
-    value = await call_user_code(prompt.handler, arguments, **extra)
+    value = await mrtr.run_rounds(ctx, lambda: call_user_code(prompt.handler, arguments, **extra))
+    if isinstance(value, InputRequiredResult):
+        return mrtr.wire_result(ctx, value)
     return prompt_result(value)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+from .. import mrtr
 from ..context import ServerContext
 from ..errors import ResourceNotFoundError
+from ..input_required import InputRequiredResult
 from ..invoke import call_user_code, call_with_params
 from ..primitives.resource import read_result
 from . import cache_hints
@@ -43,26 +46,33 @@ async def read_resource(ctx: ServerContext) -> dict[str, Any]:
     uri = required_string(params, "uri", "resources/read")
     ctx.instrumentation["resource_uri"] = uri
     if server.hooks.resources_read is not None:
-        result = read_result(await call_with_params(server.hooks.resources_read, params, ctx), uri)
+        value = await mrtr.run_rounds(
+            ctx, lambda: call_with_params(server.hooks.resources_read, params, ctx))
+        result = value if isinstance(value, InputRequiredResult) else read_result(value, uri)
     else:
         result = await _route(ctx, uri, params)
+    if isinstance(result, InputRequiredResult):  # no contents wrapper and no cache hints (MRTR-02)
+        return mrtr.wire_result(ctx, result)
     return cache_hints.stamp(result, server.ttl_ms, server.cache_scope)
 
 
-async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any]:
+async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any] | InputRequiredResult:
     server = ctx.server
     resource = server.resources.get(uri)
     if resource is not None and resource.readable:
         extra = {"server_context": ctx} if resource.wants_context else {}
-        value = await call_user_code(resource.handler, **extra)
-        return read_result(value, uri, resource.mime_type)
+        value = await mrtr.run_rounds(ctx, lambda: call_user_code(resource.handler, **extra))
+        return value if isinstance(value, InputRequiredResult) \
+            else read_result(value, uri, resource.mime_type)
     for template in server.resource_templates.values():
         variables = template.match(uri) if template.readable else None
         if variables is not None:
             ctx.instrumentation["resource_template"] = template.uri_template
             extra = {"server_context": ctx} if template.wants_context else {}
-            value = await call_user_code(template.handler, **variables, **extra)
-            return read_result(value, uri, template.mime_type)
+            value = await mrtr.run_rounds(
+                ctx, partial(call_user_code, template.handler, **variables, **extra))
+            return value if isinstance(value, InputRequiredResult) \
+                else read_result(value, uri, template.mime_type)
     if server.serves_reads:
         raise ResourceNotFoundError(uri, params)
     # Nothing registered serves reads: a read is a no-op, as documented.

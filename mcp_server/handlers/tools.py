@@ -9,7 +9,9 @@ from mcp_protocol.content import Text
 from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
 from mcp_protocol.versions import is_modern_version
 
+from .. import mrtr
 from ..context import ServerContext
+from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
 from ..primitives.tool import Tool
 from ..primitives.tool_response import ToolResponse
@@ -68,7 +70,7 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
             return _error_result(f"Invalid arguments: {'; '.join(errors)}")
 
     try:
-        value = await _invoke(tool, arguments, ctx)
+        value = await mrtr.run_rounds(ctx, lambda: _invoke(tool, arguments, ctx))
     except (MCPError, CancelledError):
         raise
     except Exception as exc:
@@ -76,6 +78,8 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
         data["error"] = "internal_error"
         await server.report_exception_async(exc, {"request": ctx.message})
         return _error_result(INTERNAL_ERROR_TEXT)
+    if isinstance(value, InputRequiredResult):  # modern wire: no content, no structured fallback
+        return mrtr.wire_result(ctx, value)
 
     result = _as_result(value, tool)
     if server.configuration.validate_tool_call_results and tool.output_schema is not None:

@@ -7,6 +7,7 @@ import json
 
 import mcp_server
 from mcp_server import (
+    InputRequiredResult,
     Prompt,
     PromptArgument,
     PromptMessage,
@@ -73,6 +74,27 @@ async def confirm_action(action: str, server_context: ServerContext) -> str:
         priority = answer["content"].get("priority", "normal")
         return f"Done: {action} (priority {priority})"
     return f"Not done: {action} ({answer.get('action')})"
+
+
+@mcp_server.tool
+def delete_note(title: str, server_context: ServerContext) -> str | InputRequiredResult:
+    """Delete a note after the user confirms: one tool for both protocol eras.
+
+    The first run returns input_required with a confirmation form. A 2026-07-28 client answers it
+    and calls again with the answer; on an older session the server asks the client itself and
+    runs this again. Either way the second run reads the answer and acts.
+    """
+    answer = server_context.input_response("confirm")
+    if answer is None:
+        return InputRequiredResult({"confirm": InputRequiredResult.form_elicitation(
+            f"Delete the note {title!r}?",
+            {"type": "object",
+             "properties": {"confirm": {"type": "boolean", "title": "Delete it", "default": False}},
+             "required": ["confirm"]},
+        )})
+    if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm"):
+        return f"Deleted the note {title!r}"
+    return f"Kept the note {title!r} ({answer.get('action')})"
 
 
 LANGUAGES = ["english", "french", "german", "italian", "spanish"]

@@ -17,6 +17,7 @@ from mcp_protocol.content import to_wire
 from . import logging_levels
 from .elicitation import check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError, ValidationError
+from .modern.capabilities import MissingRequiredClientCapabilityError, declares
 from .outgoing import DeliveryError
 
 if TYPE_CHECKING:
@@ -71,6 +72,20 @@ class ServerContext(Mapping):
     @property
     def protocol_version(self) -> str | None:
         return self.session.protocol_version
+
+    @property
+    def is_modern(self) -> bool:
+        """Whether this request is of the 2026-07-28 lifecycle; then ``client_info``,
+        ``client_capabilities`` and ``protocol_version`` come from its envelope (MOD-09)."""
+        return self.session.is_modern
+
+    def require_client_capability(self, *path: str) -> None:
+        """Raise -32021 with ``data.requiredCapabilities`` unless the client declared the
+        capability, e.g. ``require_client_capability("elicitation", "form")`` (MOD-10)."""
+        if not path or not all(isinstance(part, str) and part for part in path):
+            raise ValueError(f"name a capability, such as ('sampling',), not {path!r}")
+        if not declares(self.client_capabilities, path):
+            raise MissingRequiredClientCapabilityError(path)
 
     @property
     def progress_token(self) -> Any:

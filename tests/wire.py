@@ -18,6 +18,7 @@ REVISIONS = sorted(p.name for p in SCHEMAS.iterdir() if p.is_dir())
 # The result type of each request method, by the name the schemas use.
 RESULT_TYPES = {
     "initialize": "InitializeResult",
+    "server/discover": "DiscoverResult",
     "ping": "EmptyResult",
     "logging/setLevel": "EmptyResult",
     "tools/list": "ListToolsResult",
@@ -61,7 +62,7 @@ def _typed_messages_carry_envelope(revision: str) -> bool:
     """Newer schemas define requests with ``jsonrpc`` and ``id``; older ones only method and params."""
     document = _document(revision)
     defs = document.get("$defs", document.get("definitions", {}))
-    return "jsonrpc" in defs["PingRequest"].get("properties", {})
+    return "jsonrpc" in defs["CallToolRequest"].get("properties", {})
 
 
 def _typed(message: dict, revision: str) -> dict:

@@ -20,6 +20,7 @@ from .checks import (
 from .errors import HTTPError
 from .event_store import event_id, post_stream
 from .limits import admit_principal, check_progress_token, principal_of
+from .modern import check_no_envelope, handle_modern_post, routes_here
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
 from .sse import SSEResponse
@@ -39,12 +40,19 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
+    if routes_here(request, incoming):
+        await handle_modern_post(consumer, request, incoming)
+        return
     if incoming.kind in ("request", "notification"):
         check_standard_headers(request, incoming.method, incoming.params, incoming.id)
+        check_no_envelope(request, incoming)
     if transport.stateless:
         await _stateless(consumer, incoming)
     elif incoming.kind == "request" and incoming.method == methods.INITIALIZE:
         await _initialize(consumer, request, incoming)
+    elif incoming.kind == "request" and incoming.method == methods.SERVER_DISCOVER \
+            and not request.header("mcp-session-id"):
+        await _stateless(consumer, incoming)  # sessionless, and it stores nothing (MOD-02)
     else:
         await _in_session(consumer, request, incoming)
 

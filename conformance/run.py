@@ -10,14 +10,14 @@ and our client.
 
 It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
 free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
-and the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs), then the client scenarios of 0.1.16 that
-the handshake-era client implements (CLIENT_SCENARIOS) with `conformance/client` as the command,
-and prints one line per scenario and a final `N passed, M failed` over all of them. A scenario
-passes when none of its checks is a FAILURE or a WARNING (a client scenario also needs the client
-to exit 0 in time). It exits non-zero on a failure not listed in conformance/expected-failures.yml
-(`server:` and `client:` lists), and on a listed scenario that passes (the list only ever
-shrinks). A full run writes conformance/RESULTS.md and the table in README.md. Results
-(checks.json per scenario) and logs go to conformance/results/.
+and the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs), then the client
+scenarios of 0.1.16 that the handshake-era client implements (CLIENT_SCENARIOS) with
+`conformance/client` as the command, and prints one line per scenario and a final `N passed, M
+failed` over all of them. A scenario passes when none of its checks is a FAILURE or a WARNING (a
+client scenario also needs the client to exit 0 in time). It exits non-zero on a failure not
+listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on a listed
+scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md and
+the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
 Every wait is bounded. Standard library only.
 """
 

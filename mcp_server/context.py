@@ -18,6 +18,7 @@ from . import logging_levels
 from .elicitation import check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError, ValidationError
 from .modern.capabilities import MissingRequiredClientCapabilityError, declares
+from .modern.deprecations import deprecated_feature
 from .outgoing import DeliveryError
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class ServerContext(Mapping):
             params["message"] = message
         return self._io(self._send(methods.NOTIFICATIONS_PROGRESS, params))
 
+    @deprecated_feature("logging", "on a 2026-07-28 request it sends only at or above the "
+                        "request's own logLevel")
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> Any:
         """Send ``notifications/message`` if ``level`` passes the level the client set."""
         if not logging_levels.is_level(level):
@@ -151,11 +154,13 @@ class ServerContext(Mapping):
 
     # Requests to the client, tied to the request being served (SEP-2260). Each waits at most
     # ``timeout`` seconds (default: the transport's server_to_client_request_timeout).
+    @deprecated_feature("roots", "take paths as tool arguments or configuration instead")
     def list_roots(self, timeout: float | None = None) -> Any:
         """``roots/list``: the client's roots, as ``{"roots": [{"uri", "name"?}]}``."""
         self._require(methods.ROOTS_LIST, "roots")
         return self._request(methods.ROOTS_LIST, None, timeout)
 
+    @deprecated_feature("sampling", "call a model provider's API from the server instead")
     def create_sampling_message(
         self, messages: list, max_tokens: int, *, system_prompt: str | None = None,
         model_preferences: dict | None = None, include_context: str | None = None,

@@ -21,6 +21,7 @@ from .handlers.cache_hints import check as check_cache_hints
 from .handlers.pagination import check_page_size
 from .hook_calls import call_hook, fire_hook
 from .invoke import call_with_params
+from .modern.deprecations import deprecated_feature
 from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
 from .primitives.prompt import prompt_from_function
@@ -428,6 +429,7 @@ class Server:
                 self.report_exception(exc, {"notification": "resources_updated"})
         return sent
 
+    @deprecated_feature("logging", "modern (2026-07-28) requests never receive server-wide messages")
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> bool:
         """A log message to every session whose level lets it through."""
         if not logging_levels.is_level(level):

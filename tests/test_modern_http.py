@@ -11,6 +11,7 @@ import pytest
 
 from mcp_server import Configuration, Server, ServerContext
 from mcp_server.http import StreamableHTTPTransport
+from mcp_server.invoke import run_in_thread
 from mcp_server.models import Session
 
 from .http_support import call_asgi, post_headers
@@ -98,10 +99,25 @@ def build_server(**options) -> tuple[Server, dict]:
 
 
 @pytest.fixture
-def served(short_lived_connections):
+async def served(short_lived_connections):
     server, state = build_server()
     transport = StreamableHTTPTransport(server)
-    return transport.as_asgi(), server, state
+    yield transport.as_asgi(), server, state
+    await transport.close()  # its background work ends with the test
+
+
+@pytest.fixture
+async def app_of(short_lived_connections):
+    """The ASGI application of a transport over ``server``, closed after the test."""
+    transports = []
+
+    def build(server: Server, **options) -> object:
+        transports.append(StreamableHTTPTransport(server, **options))
+        return transports[-1].as_asgi()
+
+    yield build
+    for transport in transports:
+        await transport.close()
 
 
 @pytest.fixture
@@ -135,7 +151,7 @@ async def test_discover_is_answered_without_a_session_and_keeps_nothing(served):
     assert result["capabilities"]["tools"] == {"listChanged": True}
     assert (result["ttlMs"], result["cacheScope"], result["resultType"]) == (0, "private", "complete")
     assert result["instructions"] == "Use echo."
-    assert await Session.objects.acount() == 0
+    assert await run_in_thread(Session.objects.count) == 0
 
 
 @pytest.mark.feature("MOD-02", "HTTP-10", "HTTP-12")
@@ -148,7 +164,7 @@ async def test_discover_on_the_handshake_path_needs_no_session_and_no_envelope(s
         reply = Reply(raw, "server/discover")
         assert reply.status == 200 and reply.result["supportedVersions"] == [MODERN]
         assert raw.header(b"mcp-session-id") is None
-    assert await Session.objects.acount() == 0
+    assert await run_in_thread(Session.objects.count) == 0
     # Any other method without a session id still needs one.
     raw = await call_asgi(app, "POST", post_headers(), [json.dumps(
         {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}).encode()])
@@ -209,9 +225,9 @@ async def test_the_five_cacheable_results_always_carry_cache_hints(served):
 
 
 @pytest.mark.feature("CACHE-03")
-async def test_configured_cache_hints_are_used(short_lived_connections):
+async def test_configured_cache_hints_are_used(app_of):
     server, _ = build_server(ttl_ms=60000, cache_scope="public")
-    app = StreamableHTTPTransport(server).as_asgi()
+    app = app_of(server)
     reply = await post(app, modern_request("tools/list"))
     assert (reply.result["ttlMs"], reply.result["cacheScope"]) == (60000, "public")
     reply = await post(app, modern_request("server/discover"))
@@ -461,3 +477,63 @@ async def test_a_disconnect_cancels_a_modern_request(served):
     data = [d for d in state["instrumented"] if d.get("tool_name") == "until_cancelled"]
     assert data and data[0].get("cancelled") is True
     assert not any(e.get("body") for e in sent)  # nothing is written to a client that left
+
+
+# MOD-04, CACHE-05, MOD-16 -------------------------------------------------------------------------
+@pytest.mark.feature("MOD-04")
+async def test_only_the_protocol_version_key_makes_a_request_modern(served):
+    app, _, state = served
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}
+    raw = await call_asgi(app, "POST", post_headers(), [json.dumps(init).encode()])
+    session_id = raw.header(b"mcp-session-id").decode()
+    # _meta with a progress token and trace keys alone: still a handshake-era request.
+    meta = {"progressToken": "t", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    legacy = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "who", "arguments": {}, "_meta": meta}}
+    raw = await call_asgi(app, "POST", post_headers(session_id, **{"mcp-protocol-version": "2025-11-25"}),
+                          [json.dumps(legacy).encode()])
+    assert raw.start["status"] == 200 and b'"resultType"' not in raw.body
+    assert state["seen"][-1]["is_modern"] is False
+
+
+@pytest.mark.feature("CACHE-05", "MOD-08")
+async def test_a_result_that_says_what_it_is_gets_no_stamp_and_no_cache_hints():
+    from mcp_server.modern.results import stamp_response
+
+    server, _ = build_server(ttl_ms=100)
+    incomplete = {"resultType": "input_required", "inputRequests": {}}
+    response = {"jsonrpc": "2.0", "id": 1, "result": incomplete}
+    assert stamp_response(server, "resources/read", response) == {"jsonrpc": "2.0", "id": 1,
+                                                                  "result": incomplete}
+    kept = {"contents": []}
+    stamped = stamp_response(server, "resources/read", {"jsonrpc": "2.0", "id": 2, "result": kept})
+    assert stamped["result"] == {"contents": [], "resultType": "complete", "ttlMs": 100,
+                                 "cacheScope": "private"}
+    assert kept == {"contents": []}  # the handler's own object is left as it was
+
+
+@pytest.mark.feature("MOD-16")
+async def test_roots_sampling_and_logging_are_annotated_deprecated_and_still_work():
+    from mcp_server.server import Server as ServerClass
+
+    for api in (ServerContext.list_roots, ServerContext.create_sampling_message,
+                ServerContext.notify_log_message, ServerClass.notify_log_message):
+        assert "2026-07-28" in api.__deprecated__ and "SEP-2577" in api.__deprecated__
+        assert ".. deprecated:: 2026-07-28" in api.__doc__
+    server, _ = build_server()
+    await server.handle_async({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}})
+    answer = await server.handle_async({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel",
+                                        "params": {"level": "info"}})
+    assert answer["result"] == {}
+
+
+@pytest.mark.feature("HTTP-30")
+async def test_a_client_accepting_json_alone_gets_json_without_notifications(app_of):
+    server, _ = build_server()
+    app = app_of(server, enable_json_response=True)
+    reply = await post(app, call("chatty", 1, meta=envelope(log_level="debug")),
+                       {"accept": "application/json"})
+    assert reply.status == 200 and reply.content_type == "application/json"
+    assert text_of(reply) == "logged" and not reply.notifications

@@ -107,7 +107,7 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
 
         await serve_listen(consumer, request, incoming.message, envelope)
         return
-    await _serve(consumer, incoming, envelope)
+    await _serve(consumer, request, incoming, envelope)
 
 
 def _envelope(request: Request, server: Any, incoming: jsonrpc.Incoming, header_version: str) -> Any:
@@ -130,9 +130,17 @@ async def _reply(consumer: StreamableHTTPConsumer, response: dict) -> None:
     await consumer.reply_json(status_for(response), response)
 
 
-async def _serve(consumer: StreamableHTTPConsumer, incoming: jsonrpc.Incoming, envelope: Any) -> None:
+def accepts_event_stream(request: Request) -> bool:
+    accept = (request.header("accept") or "").lower()
+    return "text/event-stream" in accept or "*/*" in accept
+
+
+async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming,
+                 envelope: Any) -> None:
     transport = consumer.transport
-    stream = ResponseStream(consumer, incoming.id, transport.max_sse_buffer_bytes)
+    # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
+    stream = ResponseStream(consumer, incoming.id, transport.max_sse_buffer_bytes,
+                            streams=accepts_event_stream(request))
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
 
     def disconnected() -> None:
@@ -156,8 +164,9 @@ class ResponseStream:
     """
 
     def __init__(self, consumer: StreamableHTTPConsumer, request_id: Any,
-                 max_buffered_bytes: int | None):
+                 max_buffered_bytes: int | None, *, streams: bool = True):
         self.consumer = consumer
+        self.streams = streams
         self.request_id = request_id
         self.max_buffered_bytes = max_buffered_bytes
         self.sse: SSEResponse | None = None
@@ -169,7 +178,7 @@ class ResponseStream:
     async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
         if "method" in message and "id" in message:
             raise DeliveryError(REQUESTS_REFUSED)
-        if related_request_id != self.request_id or self.gone:
+        if related_request_id != self.request_id or self.gone or not self.streams:
             # Not about this request: a modern request has no other stream to put it on.
             return False
         if self.queue.qsize() >= MAX_BUFFERED_NOTIFICATIONS:

@@ -159,7 +159,8 @@ async def test_discover_on_the_handshake_path_needs_no_session_and_no_envelope(s
     app, _, _ = served
     message = {"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {}}
     # HTTP-12: the MCP-Protocol-Version header of a handshake revision is ignored on discover.
-    for headers in (post_headers(), post_headers(**{"mcp-protocol-version": "2024-11-05"})):
+    for headers in (post_headers(), post_headers(**{"mcp-protocol-version": "2024-11-05"}),
+                    post_headers(**{"mcp-protocol-version": "1999-01-01"})):
         raw = await call_asgi(app, "POST", headers, [json.dumps(message).encode()])
         reply = Reply(raw, "server/discover")
         assert reply.status == 200 and reply.result["supportedVersions"] == [MODERN]

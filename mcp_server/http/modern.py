@@ -63,11 +63,15 @@ def routes_here(request: Request, incoming: jsonrpc.Incoming) -> bool:
         # A handshake-era session's request: its header is checked there, and an envelope in
         # its body refused as an era violation (HTTP-31).
         return False
+    enveloped = PROTOCOL_VERSION_KEY in (meta_of(incoming.params) or {})
+    # An initialize without the envelope is the handshake whatever the header says, and so is a
+    # discover under a header the server does not know (HTTP-12: ignored on both).
+    if not enveloped and incoming.method == methods.INITIALIZE:
+        return False
     if not is_modern_version(version.strip()):
-        return True  # an unknown (future) revision: answered -32022 here
-    # An initialize without the envelope is the handshake, whatever header came with it.
-    return not (incoming.method == methods.INITIALIZE
-                and meta_of(incoming.params) is None)
+        # An unknown (future) revision: answered -32022 here.
+        return enveloped or incoming.method != methods.SERVER_DISCOVER
+    return True
 
 
 def status_for(response: dict) -> int:

@@ -538,3 +538,32 @@ async def test_a_client_accepting_json_alone_gets_json_without_notifications(app
                        {"accept": "application/json"})
     assert reply.status == 200 and reply.content_type == "application/json"
     assert text_of(reply) == "logged" and not reply.notifications
+
+
+@pytest.mark.feature("RES-12")
+async def test_a_resource_update_from_a_modern_handler_goes_to_the_subscribers(served):
+    app, server, _ = served
+    told: list[str] = []
+
+    class Subscribers:
+        """Stands for every transport's subscribers of the URI."""
+
+        def notify_resource_updated(self, uri: str) -> bool:
+            told.append(uri)
+            return True
+
+        def broadcast(self, message: dict, *, level: str | None = None) -> bool:
+            return False
+
+    subscribers = Subscribers()
+    server.add_transport(subscribers)
+
+    @server.tool
+    async def touch(server_context: ServerContext) -> str:
+        """Says test://cached changed."""
+        await server_context.notify_resources_updated("test://cached")
+        return "touched"
+
+    reply = await post(app, call("touch", 1))
+    assert text_of(reply) == "touched" and not reply.notifications
+    assert told == ["test://cached"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation
 from mcp_protocol.envelope import Envelope
 
@@ -46,3 +47,11 @@ class ModernSession(ServerSession):
         self.listen_supported = listen_supported
         if in_flight is not None:
             self.in_flight = in_flight
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
+        if related_request_id is None and message.get("method") == methods.NOTIFICATIONS_RESOURCES_UPDATED:
+            # RES-12: a modern request has no session of its own to tell; whoever subscribed to
+            # the URI hears of it (listen streams, and handshake-era subscribers).
+            params = message.get("params") or {}
+            return self.server.notify_resources_updated(params.get("uri"))
+        return await super().send(message, related_request_id=related_request_id)

@@ -213,8 +213,9 @@ class ResponseStream:
 
     async def finish(self, response: dict | None) -> None:
         """Write the response: after the notifications on the stream, or alone as JSON."""
+        gone, self.gone = self.gone, True  # what the handler's leftovers send now goes nowhere
         if self.writer is None:
-            if self.gone:
+            if gone:
                 return
             if response is None:
                 await self.consumer.reply(202)  # cancelled: no response (HTTP-29)

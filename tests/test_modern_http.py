@@ -567,3 +567,32 @@ async def test_a_resource_update_from_a_modern_handler_goes_to_the_subscribers(s
     reply = await post(app, call("touch", 1))
     assert text_of(reply) == "touched" and not reply.notifications
     assert told == ["test://cached"]
+
+
+@pytest.mark.feature("HTTP-28")
+async def test_x_mcp_header_annotations_are_checked_when_the_tool_is_defined():
+    from mcp_server import Tool
+
+    def define(schema: dict) -> object:
+        return Tool.define(lambda arguments: "", name="t", input_schema=schema)
+
+    nested = {"type": "object", "properties": {"outer": {"type": "object", "properties": {
+        "inner": {"type": "string", "x-mcp-header": "Inner"}}}}}
+    assert define(nested).input_schema.header_paths == {"inner": ("outer", "inner")}
+    bad = [
+        {"properties": {"a": {"type": "string", "x-mcp-header": ""}}},
+        {"properties": {"a": {"type": "string", "x-mcp-header": "Bad Name"}}},
+        {"properties": {"a": {"type": "number", "x-mcp-header": "A"}}},
+        {"properties": {"a": {"type": "string", "x-mcp-header": "A"},
+                        "b": {"type": "string", "x-mcp-header": "a"}}},
+        {"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}},
+        {"properties": {"a": {"anyOf": [{"type": "string", "x-mcp-header": "A"}]}}},
+        {"$defs": {"d": {"type": "string", "x-mcp-header": "D"}},
+         "properties": {"a": {"$ref": "#/$defs/d"}}},
+    ]
+    for schema in bad:
+        with pytest.raises(ValueError, match="x-mcp-header"):
+            define({"type": "object", **schema})
+    # A property merely named x-mcp-header is no annotation.
+    assert define({"type": "object", "properties": {"x-mcp-header": {"type": "string"}}}) \
+        .input_schema.header_paths == {}

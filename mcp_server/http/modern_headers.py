@@ -49,31 +49,8 @@ def check_modern_headers(request: Request, server: Server, method: str, params: 
         tool = server.tools.get(body_value)
         if tool is not None:
             arguments = params.get("arguments")
-            check_param_headers(request, tool.input_schema.to_dict(),
+            check_param_headers(request, tool.input_schema.header_paths,
                                 arguments if isinstance(arguments, dict) else {})
-
-
-def header_paths(schema: dict) -> dict[str, tuple[str, ...]]:
-    """``x-mcp-header`` name (lower case) to the chain of ``properties`` keys leading to it.
-
-    Only properties reachable through ``properties`` alone count, as SEP-2243 defines them.
-    """
-    found: dict[str, tuple[str, ...]] = {}
-
-    def walk(node: Any, path: tuple[str, ...]) -> None:
-        properties = node.get("properties") if isinstance(node, dict) else None
-        if not isinstance(properties, dict):
-            return
-        for key, sub in properties.items():
-            if not isinstance(sub, dict):
-                continue
-            name = sub.get("x-mcp-header")
-            if isinstance(name, str) and name:
-                found[name.lower()] = (*path, key)
-            walk(sub, (*path, key))
-
-    walk(schema, ())
-    return found
 
 
 _MISSING = object()
@@ -88,9 +65,9 @@ def _value_at(arguments: dict, path: tuple[str, ...]) -> Any:
     return node
 
 
-def check_param_headers(request: Request, schema: dict, arguments: dict) -> None:
+def check_param_headers(request: Request, paths: dict[str, tuple[str, ...]], arguments: dict) -> None:
     """Each annotated argument present in the body needs its header, carrying the same value."""
-    for name, path in header_paths(schema).items():
+    for name, path in paths.items():
         value = _value_at(arguments, path)
         header = request.header(PARAM_HEADER_PREFIX + name)
         if value is _MISSING or value is None:

@@ -596,3 +596,43 @@ async def test_x_mcp_header_annotations_are_checked_when_the_tool_is_defined():
     # A property merely named x-mcp-header is no annotation.
     assert define({"type": "object", "properties": {"x-mcp-header": {"type": "string"}}}) \
         .input_schema.header_paths == {}
+
+
+@pytest.mark.feature("MOD-02", "MOD-14")
+async def test_a_modern_request_runs_no_database_query(served, monkeypatch):
+    """Every query any thread runs on behalf of the modern requests is counted (a context
+    variable set around them travels into the tasks and worker threads they start)."""
+    import contextvars
+
+    from django.db.backends import utils
+
+    app, _, _ = served
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}
+    raw = await call_asgi(app, "POST", post_headers(), [json.dumps(init).encode()])
+    assert raw.start["status"] == 200  # the transport is up, and its session store was used
+    counting = contextvars.ContextVar("counting", default=False)
+    queries: list[str] = []
+    original = utils.CursorWrapper._execute_with_wrappers
+
+    def counted(self, sql, params, many, executor):
+        if counting.get():
+            queries.append(sql)
+        return original(self, sql, params, many, executor)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counted)
+    # The probe works: a handshake-era request is counted.
+    token = counting.set(True)
+    try:
+        legacy = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        session_id = raw.header(b"mcp-session-id").decode()
+        await call_asgi(app, "POST", post_headers(session_id, **{"mcp-protocol-version": "2025-11-25"}),
+                        [json.dumps(legacy).encode()])
+        probe = len(queries)
+        for number in range(5):
+            assert (await post(app, call("echo", number, message="x"))).status == 200
+            assert (await post(app, modern_request("tools/list", 10 + number))).status == 200
+            assert (await post(app, modern_request("server/discover", 20 + number))).status == 200
+    finally:
+        counting.reset(token)
+    assert probe > 0 and queries[probe:] == []

@@ -636,3 +636,30 @@ async def test_a_modern_request_runs_no_database_query(served, monkeypatch):
     finally:
         counting.reset(token)
     assert probe > 0 and queries[probe:] == []
+
+
+@pytest.mark.feature("HTTP-26")
+async def test_subscriptions_listen_is_handed_to_the_listen_streams_after_the_checks(served, monkeypatch):
+    """The modern path checks the headers and envelope, then hands the request over to
+    ``mcp_server.http.listen_streams.serve_listen`` (stood in for here), which writes the response."""
+    import sys
+    import types
+
+    app, _, _ = served
+    handed: list[tuple] = []
+
+    async def serve_listen(consumer, request, message, envelope) -> None:
+        handed.append((message["id"], envelope.protocol_version, envelope.client_info))
+        await consumer.reply(200, b"", [(b"content-type", b"text/event-stream")])
+
+    stand_in = types.ModuleType("mcp_server.http.listen_streams")
+    stand_in.serve_listen = serve_listen
+    monkeypatch.setitem(sys.modules, "mcp_server.http.listen_streams", stand_in)
+    listen = modern_request("subscriptions/listen", 4, notifications={"toolsListChanged": True})
+    reply = await post(app, listen)
+    assert reply.status == 200 and handed == [(4, MODERN, {"name": "modern-test", "version": "1.0"})]
+    # A bad envelope or header never reaches it.
+    bad = modern_request("subscriptions/listen", 5, meta={"io.modelcontextprotocol/protocolVersion": MODERN})
+    assert (await post(app, bad)).error["code"] == -32602
+    assert (await post(app, listen, {"mcp-method": "tools/list"})).error["code"] == -32020
+    assert len(handed) == 1

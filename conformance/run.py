@@ -10,14 +10,14 @@ and our client.
 
 It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
 free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
-and the 2025-11-25 server scenarios of the 0.2.0 alpha, then the client scenarios of 0.1.16 that
-the handshake-era client implements (CLIENT_SCENARIOS) with `conformance/client` as the command,
-and prints one line per scenario and a final `N passed, M failed` over all of them. A scenario
-passes when none of its checks is a FAILURE or a WARNING (a client scenario also needs the client
-to exit 0 in time). It exits non-zero on a failure not listed in conformance/expected-failures.yml
-(`server:` and `client:` lists), and on a listed scenario that passes (the list only ever
-shrinks). A full run writes conformance/RESULTS.md and the table in README.md. Results
-(checks.json per scenario) and logs go to conformance/results/.
+and the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs), then the client
+scenarios of 0.1.16 that the handshake-era client implements (CLIENT_SCENARIOS) with
+`conformance/client` as the command, and prints one line per scenario and a final `N passed, M
+failed` over all of them. A scenario passes when none of its checks is a FAILURE or a WARNING (a
+client scenario also needs the client to exit 0 in time). It exits non-zero on a failure not
+listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on a listed
+scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md and
+the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
 Every wait is bounded. Standard library only.
 """
 
@@ -59,17 +59,23 @@ STOP_TIMEOUT = 10
 REDIS_URL = os.environ.get("CONFORMANCE_REDIS_URL", "redis://127.0.0.1:6379/8")
 POSTGRES_ADMIN_URL = os.environ.get("CONFORMANCE_POSTGRES_URL") or os.environ.get(
     "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-POSTGRES_DATABASE = "mcp_conformance"
+POSTGRES_DATABASE = os.environ.get("CONFORMANCE_POSTGRES_DATABASE", "mcp_conformance")
 
 
 @dataclass
 class Suite:
-    key: str              # the folder conformance/suite-<key>
+    key: str              # what --suite names it
     spec_version: str | None  # only the scenarios of this revision (None: all of them)
+    folder_key: str | None = None  # the folder conformance/suite-<folder_key> (default: key)
+    tag: str = ""         # told apart from another leg of the same suite in titles and folders
 
     @property
     def folder(self) -> Path:
-        return HERE / f"suite-{self.key}"
+        return HERE / f"suite-{self.folder_key or self.key}"
+
+    @property
+    def title(self) -> str:
+        return f"{self.version}{f' {self.tag}' if self.tag else ''}"
 
     @property
     def version(self) -> str:
@@ -90,7 +96,8 @@ class Suite:
         return ["--suite", "all"] + (["--spec-version", self.spec_version] if self.spec_version else [])
 
 
-SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25")]
+SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25"),
+          Suite("0.2-modern", "2026-07-28", folder_key="0.2", tag="2026-07-28")]
 
 # The client scenarios, run by the 0.1.16 suite against `conformance/client`: the handshake-era ones
 # (the auth/* scenarios need the OAuth client of a later issue).
@@ -371,7 +378,8 @@ def traffic_report(requests_log: Path) -> tuple[str, bool]:
     several = [used for used in per_session.values() if len(used) > 1]
     spread = sum(1 for used in several if len(set(used)) > 1)
     counts = ", ".join(f"process {int(k) + 1}: {v}" for k, v in sorted(per_upstream.items()))
-    ok = len(per_upstream) > 1 and spread > 0
+    # Modern (2026-07-28) requests have no session: then both processes serving /mcp is the spread.
+    ok = len(per_upstream) > 1 and (spread > 0 or not several)
     return (f"/mcp requests {counts or 'none'}; {spread} of the {len(several)} sessions with several "
             f"requests were served by both processes"), ok
 
@@ -484,22 +492,22 @@ def main() -> int:
                 continue
             for suite in suites:
                 before = len(unexpected)
-                code, outcomes = run_suite(suite, url, logs / suite.version, logs / f"{suite.version}.log",
-                                           args.scenario)
+                name = suite.title.replace(" ", "-")
+                code, outcomes = run_suite(suite, url, logs / name, logs / f"{name}.log", args.scenario)
                 wanted = [args.scenario] if args.scenario else listed[suite.key]
                 for name in wanted:
                     outcome = outcomes.setdefault(name, Outcome(name, False, ["the scenario did not run"]))
-                    if record(outcome, f"({suite.version}, {layout.label})", expected, unexpected):
+                    if record(outcome, f"({suite.title}, {layout.label})", expected, unexpected):
                         passed += 1
                     else:
                         failed += 1
                 if code != 0 and len(unexpected) == before:
                     failed += 1
-                    unexpected.append(f"{suite.version} CLI exit code {code} ({layout.label})")
-                    say(f"FAIL {suite.version} ({layout.label}): the suite exited with {code}; "
-                        f"see {logs / f'{suite.version}.log'}")
-                column = {name: outcomes[name] for name in wanted}
-                columns.append((f"{suite.version}, {layout.label}", column))
+                    unexpected.append(f"{suite.title} CLI exit code {code} ({layout.label})")
+                    say(f"FAIL {suite.title} ({layout.label}): the suite exited with {code}; "
+                        f"see {logs / f'{name}.log'}")
+                column = {scenario: outcomes[scenario] for scenario in wanted}
+                columns.append((f"{suite.title}, {layout.label}", column))
             if requests_log is not None:
                 report, spread = traffic_report(requests_log)
                 say(f"     proxy ({layout.label}): {report}")
@@ -536,7 +544,7 @@ def main() -> int:
     if not args.scenario and not args.suite and not args.client and two \
             and server_columns == len(layouts) * len(suites):
         # Grouped by suite version: each version's layouts side by side (its client column last).
-        columns.sort(key=lambda column: [s.version for s in suites].index(column[0].split(",")[0]))
+        columns.sort(key=lambda column: [s.title for s in suites].index(column[0].split(",")[0]))
         write_results(results_table(columns))
     if unexpected:
         note("unexpected: " + "; ".join(unexpected))

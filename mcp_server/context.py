@@ -17,6 +17,8 @@ from mcp_protocol.content import to_wire
 from . import logging_levels
 from .elicitation import check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError, ValidationError
+from .modern.capabilities import MissingRequiredClientCapabilityError, declares
+from .modern.deprecations import deprecated_feature
 from .outgoing import DeliveryError
 
 if TYPE_CHECKING:
@@ -84,6 +86,20 @@ class ServerContext(Mapping):
         return (self.input_responses or {}).get(str(key))
 
     @property
+    def is_modern(self) -> bool:
+        """Whether this request is of the 2026-07-28 lifecycle; then ``client_info``,
+        ``client_capabilities`` and ``protocol_version`` come from its envelope (MOD-09)."""
+        return self.session.is_modern
+
+    def require_client_capability(self, *path: str) -> None:
+        """Raise -32021 with ``data.requiredCapabilities`` unless the client declared the
+        capability, e.g. ``require_client_capability("elicitation", "form")`` (MOD-10)."""
+        if not path or not all(isinstance(part, str) and part for part in path):
+            raise ValueError(f"name a capability, such as ('sampling',), not {path!r}")
+        if not declares(self.client_capabilities, path):
+            raise MissingRequiredClientCapabilityError(path)
+
+    @property
     def progress_token(self) -> Any:
         return self.meta.get("progressToken")
 
@@ -108,6 +124,8 @@ class ServerContext(Mapping):
             params["message"] = message
         return self._io(self._send(methods.NOTIFICATIONS_PROGRESS, params))
 
+    @deprecated_feature("logging", "on a 2026-07-28 request it sends only at or above the "
+                        "request's own logLevel")
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> Any:
         """Send ``notifications/message`` if ``level`` passes the level the client set."""
         if not logging_levels.is_level(level):
@@ -121,10 +139,9 @@ class ServerContext(Mapping):
 
     def notify_resources_updated(self, uri: str) -> Any:
         if self.session.is_modern:
-            # A 2026-07-28 request has no session to tell: the listen streams subscribed to
-            # ``uri``, on every process, hear of it instead (RES-12).
-            message = jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri})
-            return self._io(self.server.notify_listen_streams_async(message))
+            # A 2026-07-28 request has no session to tell: whoever subscribed to ``uri`` hears of
+            # it instead, on every process (listen streams, and handshake-era subscribers).
+            return self._io(_done(self.server.notify_resources_updated(uri)))
         return self._io(self._send(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri},
                                    related=False))
 
@@ -152,11 +169,13 @@ class ServerContext(Mapping):
 
     # Requests to the client, tied to the request being served (SEP-2260). Each waits at most
     # ``timeout`` seconds (default: the transport's server_to_client_request_timeout).
+    @deprecated_feature("roots", "take paths as tool arguments or configuration instead")
     def list_roots(self, timeout: float | None = None) -> Any:
         """``roots/list``: the client's roots, as ``{"roots": [{"uri", "name"?}]}``."""
         self._require(methods.ROOTS_LIST, "roots")
         return self._request(methods.ROOTS_LIST, None, timeout)
 
+    @deprecated_feature("sampling", "call a model provider's API from the server instead")
     def create_sampling_message(
         self, messages: list, max_tokens: int, *, system_prompt: str | None = None,
         model_preferences: dict | None = None, include_context: str | None = None,

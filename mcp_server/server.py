@@ -21,6 +21,7 @@ from .handlers.cache_hints import check as check_cache_hints
 from .handlers.pagination import check_page_size
 from .hook_calls import call_hook, fire_hook
 from .invoke import call_with_params
+from .modern.deprecations import deprecated_feature
 from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
 from .primitives.prompt import prompt_from_function
@@ -448,20 +449,7 @@ class Server:
                 self.report_exception(exc, {"notification": "resources_updated"})
         return sent
 
-    async def notify_listen_streams_async(self, message: dict) -> bool:
-        """Offer a notification to the ``subscriptions/listen`` streams alone, on every process
-        (each stream's filter decides); handshake-era sessions are not told."""
-        sent = False
-        for transport in self._notification_routes():
-            tell = getattr(transport, "tell_listen_streams", None)
-            if tell is None:
-                continue
-            try:
-                sent = bool(await tell(message)) or sent
-            except Exception as exc:
-                await self.report_exception_async(exc, {"notification": message.get("method")})
-        return sent
-
+    @deprecated_feature("logging", "modern (2026-07-28) requests never receive server-wide messages")
     def notify_log_message(self, data: Any, level: str = "info", logger: str | None = None) -> bool:
         """A log message to every session whose level lets it through."""
         if not logging_levels.is_level(level):

@@ -37,6 +37,8 @@ class ServerSession:
     requests_refused: str | None = None
     # The 2026-07-28 envelope of the request this session stands for; None in the handshake era.
     envelope: Envelope | None = None
+    # Whether the transport serves subscriptions/listen streams (stdio does not: MOD-03).
+    listen_supported: bool = True
 
     @property
     def is_modern(self) -> bool:

@@ -24,6 +24,9 @@ TOOLS = {
     *(f"test_input_required_result_{name}" for name in (
         "elicitation", "sampling", "list_roots", "request_state", "multiple_inputs", "multi_round",
         "tampered_state", "capabilities")),
+    # The 2026-07-28 scenarios' own (conformance/fixtures/modern.py).
+    "test_missing_capability", "test_logging_tool", "test_trigger_tool_change",
+    "test_trigger_prompt_change", "test_header_param",
 }
 PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
            "test_prompt_with_image", "test_input_required_result_prompt"}
@@ -171,3 +174,33 @@ def test_the_input_required_fixtures_serve_a_handshake_session_through_the_shim(
     finally:
         client.delete()
         client.close()
+@pytest.mark.feature("CONF-01", "MOD-10", "HTTP-28")
+def test_the_modern_fixtures_answer_in_the_2026_07_28_era(conformance_server):
+    """server-stateless and http-custom-header-server-validation rely on these."""
+    import json
+
+    import httpx
+
+    from .modern_support import MODERN, envelope, modern_headers, sse_messages
+    from .wire import check_server_message
+
+    def call(name: str, arguments: dict, headers: dict | None = None) -> tuple[int, dict]:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments, "_meta": envelope()}}
+        sent = {k: v for k, v in modern_headers(message).items() if k not in ("host", "content-type")}
+        response = httpx.post(conformance_server, json=message, headers={**sent, **(headers or {})},
+                              timeout=60)
+        body = sse_messages(response.text)[-1] if "event-stream" in response.headers["content-type"] \
+            else response.json()
+        check_server_message(body, MODERN, "tools/call")
+        return response.status_code, body
+
+    status, body = call("test_missing_capability", {})
+    assert (status, body["error"]["code"]) == (400, -32021)
+    assert body["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
+    status, body = call("test_header_param", {"region": "us-west1"}, {"mcp-param-region": "us-west1"})
+    assert status == 200 and body["result"]["content"][0]["text"] == "ran in us-west1"
+    status, body = call("test_header_param", {"region": "us-west1"})
+    assert (status, body["error"]["code"]) == (400, -32020)
+    status, body = call("test_logging_tool", {})
+    assert status == 200 and json.dumps(body).count("notifications/message") == 0

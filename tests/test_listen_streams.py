@@ -22,7 +22,7 @@ from mcp_server.http import StreamableHTTPTransport
 from mcp_server.http.listen_filter import honour
 from mcp_server.http.listen_streams import ListenSubscription
 
-from .http_support import post_headers
+from .modern_support import modern_headers
 from .waiting import PATIENCE, eventually
 from .wire import check_client_message, check_error, check_server_message, validate
 
@@ -65,7 +65,8 @@ class Exchange:
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                  "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
                  "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
-                 "headers": [(k.encode(), v.encode()) for k, v in (headers or post_headers()).items()]}
+                 "headers": [(k.encode(), v.encode()) for k, v in (headers or modern_headers(
+                     message if isinstance(message, dict) else None)).items()]}
         self.task = asyncio.create_task(app(scope, self._receive, self._send))
 
     async def _receive(self) -> dict:
@@ -317,7 +318,11 @@ async def test_a_modern_request_context_reaches_the_listen_streams_subscribed_to
      400, -32022),
 ])
 async def test_a_bad_listen_request_gets_400_and_its_code(transport, message, status, code):
-    exchange = Exchange(transport.as_asgi(), message, valid=False)
+    # The header names the body's revision, as a client does (else it is a header mismatch).
+    version = ((message["params"].get("_meta") or {}).get("io.modelcontextprotocol/protocolVersion")
+               or REVISION)
+    exchange = Exchange(transport.as_asgi(), message,
+                        modern_headers(message, **{"mcp-protocol-version": version}), valid=False)
     reply = await exchange.json()
     assert exchange.status == status
     assert reply["error"]["code"] == code

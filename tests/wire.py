@@ -18,6 +18,7 @@ REVISIONS = sorted(p.name for p in SCHEMAS.iterdir() if p.is_dir())
 # The result type of each request method, by the name the schemas use.
 RESULT_TYPES = {
     "initialize": "InitializeResult",
+    "server/discover": "DiscoverResult",
     "ping": "EmptyResult",
     "logging/setLevel": "EmptyResult",
     "tools/list": "ListToolsResult",

@@ -7,6 +7,7 @@ from typing import Any
 
 from mcp_protocol import methods
 
+from ..modern.discover import discover
 from . import completion, lifecycle, prompts, resources, tools
 
 Handler = Callable[[Any], Awaitable[Any]]
@@ -15,6 +16,7 @@ Handler = Callable[[Any], Awaitable[Any]]
 BUILTIN_METHODS: dict[str, tuple[Handler, str | None]] = {
     methods.INITIALIZE: (lifecycle.initialize, None),
     methods.PING: (lifecycle.ping, None),
+    methods.SERVER_DISCOVER: (discover, None),
     methods.LOGGING_SET_LEVEL: (lifecycle.set_level, "logging"),
     methods.TOOLS_LIST: (tools.list_tools, "tools"),
     methods.TOOLS_CALL: (tools.call_tool, "tools"),

@@ -22,6 +22,7 @@ from mcp_protocol import jsonrpc
 from .checks import Request, check_header_values, check_host_and_origin
 from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
+from .modern import refuses_verb
 from .post import handle_post
 from .redis_client import RedisUnavailable
 
@@ -61,6 +62,9 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
                 check_host_and_origin(request, self.transport.allowed_hosts,
                                       self.transport.allowed_origins)
             handler = VERBS.get(request.method)
+            if refuses_verb(request):
+                raise HTTPError(405, f"Method not allowed: {request.method} (protocol revision "
+                                "2026-07-28 serves POST only)", headers=[(b"allow", b"POST")])
             if handler is None:
                 raise HTTPError(405, f"Method not allowed: {request.method}",
                                 headers=[(b"allow", ALLOWED_METHODS)])

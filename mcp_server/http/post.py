@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc, methods
-from mcp_protocol.envelope import parse_envelope
-from mcp_protocol.errors import INVALID_REQUEST, MCPError
+from mcp_protocol.errors import INVALID_REQUEST
 
 from ..session import ServerSession
 from .authorization import authorize, session_of
@@ -24,7 +23,7 @@ from .checks import (
 from .errors import HTTPError
 from .event_store import event_id, post_stream
 from .limits import admit_principal, check_progress_token, principal_of
-from .listen_streams import serve_listen
+from .modern import check_no_envelope, handle_modern_post, routes_here
 from .redis_client import RedisUnavailable
 from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
@@ -49,14 +48,19 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
+    if routes_here(request, incoming):
+        await handle_modern_post(consumer, request, incoming)
+        return
     if incoming.kind in ("request", "notification"):
         check_standard_headers(request, incoming.method, incoming.params, incoming.id)
-    if incoming.method == methods.SUBSCRIPTIONS_LISTEN and not request.header("mcp-session-id"):
-        await _listen(consumer, request, incoming)
-    elif transport.stateless:
+        check_no_envelope(request, incoming)
+    if transport.stateless:
         await _stateless(consumer, incoming)
     elif incoming.kind == "request" and incoming.method == methods.INITIALIZE:
         await _initialize(consumer, request, incoming)
+    elif incoming.kind == "request" and incoming.method == methods.SERVER_DISCOVER \
+            and not request.header("mcp-session-id"):
+        await _stateless(consumer, incoming)  # sessionless, and it stores nothing (MOD-02)
     else:
         await _in_session(consumer, request, incoming)
 
@@ -69,18 +73,6 @@ def _decode(body: bytes, max_depth: int, max_containers: int) -> jsonrpc.Incomin
     if isinstance(payload, list):
         raise HTTPError(400, "JSON-RPC body must be a single request object", code=INVALID_REQUEST)
     return jsonrpc.classify(payload)
-
-
-async def _listen(consumer: StreamableHTTPConsumer, request: Request,
-                  incoming: jsonrpc.Incoming) -> None:
-    # Until the modern path routes by header (the 2026-07-28 POST handling), a sessionless
-    # subscriptions/listen comes here.
-    try:
-        envelope = parse_envelope(incoming.params)
-    except MCPError as error:
-        raise HTTPError(400, error.message, code=error.code, data=error.data,
-                        request_id=incoming.id) from None
-    await serve_listen(consumer, request, incoming.message, envelope)
 
 
 async def _stateless(consumer: StreamableHTTPConsumer, incoming: jsonrpc.Incoming) -> None:

@@ -10,6 +10,7 @@ from mcp_protocol.json_schema import (
     validation_errors,
     with_draft,
 )
+from mcp_protocol.param_headers import header_paths
 
 from ..errors import SchemaValidationError
 
@@ -43,6 +44,11 @@ class _Schema:
 
 class InputSchema(_Schema):
     """The arguments a tool takes; the root is always an object."""
+
+    def __init__(self, schema: dict | None = None, **keywords: Any):
+        super().__init__(schema, **keywords)
+        # Checked now, so a bad annotation fails at import time; kept for the HTTP checks.
+        self.header_paths = header_paths(self.schema)
 
     def _with_root(self, schema: dict) -> dict:
         if schema.get("type", "object") != "object":

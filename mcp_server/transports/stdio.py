@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from mcp_protocol import jsonrpc, methods
 
 from .. import hook_calls, logging_levels
+from ..modern.era import EraLock, handle_json
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ class StdioTransport:
         self.session = ServerSession(
             server, outbound=self, request_timeout=server_to_client_request_timeout
         )
+        # stdio serves no subscriptions/listen stream (LSN-08, MOD-03).
+        self.session.listen_supported = False
+        # One client per process, in one lifecycle: the first of either era locks it (MOD-13).
+        self.era = EraLock()
         server.session = self.session
         server.add_transport(self)
 
@@ -114,7 +119,7 @@ class StdioTransport:
 
     async def _answer(self, line: bytes) -> None:
         try:
-            answer = await self.server.handle_json_async(line, self.session)
+            answer = await handle_json(self.server, line, self.session, self.era)
         except Exception as exc:  # never let one message take the server down
             await self.server.report_exception_async(exc, {"transport": "stdio"})
             answer = jsonrpc.encode(jsonrpc.error_response(None, -32603, "Internal error"))

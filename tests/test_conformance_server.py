@@ -26,7 +26,7 @@ TOOLS = {
         "tampered_state", "capabilities")),
     # The 2026-07-28 scenarios' own (conformance/fixtures/modern.py).
     "test_missing_capability", "test_logging_tool", "test_trigger_tool_change",
-    "test_trigger_prompt_change", "test_header_param",
+    "test_trigger_prompt_change", "test_header_param", "test_streaming_elicitation",
 }
 PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
            "test_prompt_with_image", "test_input_required_result_prompt"}

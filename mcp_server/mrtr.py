@@ -78,6 +78,10 @@ async def run_rounds(ctx: ServerContext, invoke: Callable[[], Awaitable[Any]]) -
     """
     receive(ctx)
     value = await invoke()
+    if isinstance(value, InputRequiredResult):
+        # CFG-05: the handler asked for input (returned to a modern client, or fulfilled by the
+        # shim on a handshake-era session).
+        ctx.instrumentation["input_required"] = True
     if not isinstance(value, InputRequiredResult) or ctx.session.is_modern:
         return value
     server = ctx.server

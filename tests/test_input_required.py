@@ -454,3 +454,15 @@ async def test_a_resources_read_handler_may_ask_too():
     assert done["contents"][0]["text"] == "any://thing under file:///w (r)"
     other_uri = {**retry, "uri": "any://else"}
     assert (await modern(server, "resources/read", other_uri, request_id=3))["error"]["code"] == -32602
+
+
+@pytest.mark.feature("CFG-05")
+async def test_instrumentation_says_when_a_handler_asked_for_input():
+    recorded: list[dict] = []
+    server, _seen = modern_server(configuration=Configuration(instrumentation_callback=recorded.append))
+    first = (await modern(server, "tools/call", {"name": "greet", "arguments": {}}))["result"]
+    retry = {"name": "greet", "arguments": {}, "inputResponses": {"name": NAME_ANSWER},
+             "requestState": first["requestState"]}
+    await modern(server, "tools/call", retry, request_id=2)
+    assert [(data["method"], data.get("input_required")) for data in recorded] == [
+        ("tools/call", True), ("tools/call", None)]

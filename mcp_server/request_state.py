@@ -24,7 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mcp_protocol.errors import INVALID_PARAMS, MCPError
 
@@ -162,14 +164,16 @@ class RequestStateSecurity:
 
 
 def from_settings() -> RequestStateSecurity | None:
-    """The security the ``MCP_SERVER`` settings describe; None when no key is configured (or
-    Django is not configured at all, as in a script serving stdio without settings)."""
+    """The security the ``MCP_SERVER`` settings describe: ``REQUEST_STATE_KEYS``, else keys
+    derived from Django's ``SECRET_KEY`` (and ``SECRET_KEY_FALLBACKS``, which open only), which
+    every process of a deployment shares already. None when there is neither (or Django is not
+    configured at all, as in a script serving stdio without settings)."""
     from django.core.exceptions import ImproperlyConfigured
 
     try:
         from .settings import mcp_settings
 
-        keys = mcp_settings.REQUEST_STATE_KEYS
+        keys = mcp_settings.REQUEST_STATE_KEYS or derived_keys()
         ttl, audience = mcp_settings.REQUEST_STATE_TTL, mcp_settings.REQUEST_STATE_AUDIENCE
     except ImproperlyConfigured:
         return None
@@ -185,6 +189,20 @@ def from_settings() -> RequestStateSecurity | None:
 
 
 _from_settings_cache: dict[str, tuple[tuple, RequestStateSecurity]] = {}
+# What makes a key derived from SECRET_KEY this module's alone (HKDF's "info"): no other use of the
+# secret (Django's signing, sessions) can produce or open it.
+_DERIVATION_INFO = b"django-mcp-sdk input_required request state v1"
+
+
+def derived_keys() -> list[bytes]:
+    """Keys derived (HKDF-SHA256) from ``SECRET_KEY`` then each of ``SECRET_KEY_FALLBACKS``: the
+    first seals, the fallbacks open states sealed before the secret was rotated."""
+    from django.conf import settings
+
+    secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return [HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None,
+                 info=_DERIVATION_INFO).derive(secret.encode("utf-8") if isinstance(secret, str) else secret)
+            for secret in secrets if secret]
 
 
 def settings_errors(keys: Any, ttl: Any, audience: Any) -> list[str]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
+
 from .http_support import ASGIReply, call_asgi
-from .wire import check_server_message
+from .waiting import PATIENCE
+from .wire import check_client_message, check_server_message
 
 MODERN = "2026-07-28"
 CLIENT = {"name": "modern-test", "version": "1.0"}
@@ -103,3 +106,22 @@ def sse_messages(text: str) -> list[dict]:
     if data:
         found.append(json.loads("\n".join(data)))
     return found
+
+
+def post_over_http(url: str, method: str, request_id: Any = 1, meta: dict | None = None,
+                   **params: Any) -> tuple[int, list[dict]]:
+    """One modern request to a running server: its status and every message of its response,
+    the request and each message checked against the schema."""
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method,
+               "params": {**params, "_meta": meta or envelope()}}
+    check_client_message(message, MODERN)
+    headers = {k: v for k, v in modern_headers(message).items() if k not in ("host", "content-type")}
+    response = httpx.post(url, json=message, headers=headers, timeout=PATIENCE)
+    assert "mcp-session-id" not in response.headers
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        messages = sse_messages(response.text)
+    else:
+        messages = [response.json()]
+    for item in messages:
+        check_server_message(item, MODERN, method if "method" not in item else None)
+    return response.status_code, messages

@@ -187,7 +187,6 @@ def test_every_tamper_mismatch_and_malformation_fails_the_same_way(monkeypatch):
 
 @pytest.mark.feature("MRTR-09")
 def test_keys_ttl_and_audience_come_from_settings_and_malformed_keys_fail_the_check(settings):
-    assert Server("s").request_state_security is None
     settings.MCP_SERVER = {"REQUEST_STATE_KEYS": [b64(KEY), b64(OTHER_KEY)], "REQUEST_STATE_TTL": 9,
                            "REQUEST_STATE_AUDIENCE": "aud"}
     security = Server("s").request_state_security
@@ -390,8 +389,28 @@ async def test_a_state_sealed_by_one_process_opens_on_another_with_the_same_key(
 
 
 @pytest.mark.feature("MRTR-09", "MRTR-10")
-async def test_without_keys_a_state_is_never_sent_in_plaintext_nor_accepted(settings):
+@pytest.mark.feature("MRTR-09", "MRTR-10")
+def test_without_keys_they_are_derived_from_the_secret_key_and_its_fallbacks(settings):
     settings.MCP_SERVER = {}
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "the deployment's secret", []
+    sealed = Server("a").request_state_security.seal("x", **BOUND)
+    # Another process of the deployment (same secret) opens it; another deployment does not.
+    assert Server("b").request_state_security.open(sealed, **BOUND) == "x"
+    settings.SECRET_KEY = "another deployment's secret"
+    with pytest.raises(InvalidRequestStateError):
+        Server("c").request_state_security.open(sealed, **BOUND)
+    # Rotating SECRET_KEY keeps the old one in SECRET_KEY_FALLBACKS: its states still open.
+    settings.SECRET_KEY_FALLBACKS = ["the deployment's secret"]
+    rotated = Server("d").request_state_security
+    assert rotated.open(sealed, **BOUND) == "x"
+    assert Server("e").request_state_security.open(rotated.seal("y", **BOUND), **BOUND) == "y"
+    # derived_keys() names them: the current secret's first.
+    assert RequestStateSecurity(keys=request_state_module.derived_keys()).open(sealed, **BOUND) == "x"
+
+
+async def test_without_any_key_a_state_is_never_sent_in_plaintext_nor_accepted(settings):
+    settings.MCP_SERVER = {}
+    settings.SECRET_KEY = ""  # (Django refuses to run so; a script may serve stdio without settings)
     reported: list[BaseException] = []
     server, _ = modern_server(request_state_security=None, configuration=Configuration(
         exception_reporter=lambda exc, context: reported.append(exc)))

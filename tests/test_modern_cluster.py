@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 
 from mcp_server.models import ResourceSubscription, Session, StreamEvent
 
 from .http_cluster import call_tool, cluster, new_session, redis_client, require_services
-from .modern_support import MODERN, envelope, modern_headers, sse_messages
+from .modern_support import MODERN, envelope
+from .modern_support import post_over_http as modern
 from .waiting import PATIENCE
-from .wire import check_client_message, check_server_message
 
 REDIS_DB = 9
 
@@ -30,24 +29,6 @@ def pair(django_db_setup, django_db_blocker):
 @pytest.fixture
 def urls(pair, transactional_db):
     return [server.url for server in pair]
-
-
-def modern(url: str, method: str, request_id: int = 1, meta: dict | None = None,
-           **params) -> tuple[int, list]:
-    """One modern request; its status and every message of its response, each checked."""
-    message = {"jsonrpc": "2.0", "id": request_id, "method": method,
-               "params": {**params, "_meta": meta or envelope()}}
-    check_client_message(message, MODERN)
-    headers = {k: v for k, v in modern_headers(message).items() if k not in ("host", "content-type")}
-    response = httpx.post(url, json=message, headers=headers, timeout=PATIENCE)
-    assert "mcp-session-id" not in response.headers
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        messages = sse_messages(response.text)
-    else:
-        messages = [response.json()]
-    for item in messages:
-        check_server_message(item, MODERN, method if "method" not in item else None)
-    return response.status_code, messages
 
 
 def echo(url: str, text: str, request_id: int = 1) -> str:

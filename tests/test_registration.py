@@ -492,7 +492,13 @@ def test_the_default_server_seals_request_states_with_the_keys_of_the_settings(d
         reader = RequestStateSecurity(key=key, audience="https://mcp.example.com")
         assert reader.open(token, method="tools/call", target="t", arguments={}) == "s"
     with override_settings(MCP_SERVER=demo_with()):
-        assert get_server().request_state_security is None  # no keys: see mcp_server.mrtr
+        # No keys of its own: keys derived from SECRET_KEY, which every process shares.
+        from mcp_server.request_state import derived_keys
+
+        token = get_server().request_state_security.seal("s", method="tools/call", target="t",
+                                                         arguments={})
+        reader = RequestStateSecurity(keys=derived_keys())
+        assert reader.open(token, method="tools/call", target="t", arguments={}) == "s"
 
 
 def test_every_setting_is_covered_here():

@@ -85,13 +85,14 @@ def delete_note(title: str, server_context: ServerContext) -> str | InputRequire
     runs this again. Either way the second run reads the answer and acts.
     """
     answer = server_context.input_response("confirm")
-    if answer is None:
+    # The request state (sealed on the wire) says which note the confirmation was asked for.
+    if answer is None or server_context.request_state != title:
         return InputRequiredResult({"confirm": InputRequiredResult.form_elicitation(
             f"Delete the note {title!r}?",
             {"type": "object",
              "properties": {"confirm": {"type": "boolean", "title": "Delete it", "default": False}},
              "required": ["confirm"]},
-        )})
+        )}, request_state=title)
     if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm"):
         return f"Deleted the note {title!r}"
     return f"Kept the note {title!r} ({answer.get('action')})"

@@ -1,7 +1,9 @@
 """input_required across two daphne processes (PostgreSQL and Redis, as in production).
 
 On a handshake-era session the shim's live request goes out on the tool call's stream of one
-process, and the client's answer, posted to the other process, reaches it there.
+process, and the client's answer, posted to the other process, reaches it there. On the 2026-07-28
+wire round 1 is answered by one process and round 2 by the other, and a state that was tampered
+with, expired, replayed to another tool or sealed for another audience is refused by either.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ import base64
 
 import pytest
 
+from mcp_server import RequestStateSecurity
+
 from .http_cluster import cluster, new_session, require_services
 from .http_harness import Event
+from .modern_support import envelope, post_over_http
 
 REDIS_DB = 15
 KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
+ELICITING = envelope({"elicitation": {"form": {}}})
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +57,63 @@ def test_the_shim_asks_on_one_process_and_the_answer_comes_through_the_other(url
     assert [r.status_code for r in answers] == [202]
     assert exchange.response["result"]["content"] == [{"type": "text", "text": "Deleted the note 'draft'"}]
     client.close()
+
+
+# The 2026-07-28 wire: nothing kept between rounds, so round 2 may go to the other process -------
+CONFIRM = {"action": "accept", "content": {"confirm": True}}
+INVALID_STATE = {"code": -32602, "message": "Invalid or expired requestState"}
+
+
+def first_round(url: str, title: str = "draft") -> dict:
+    status, messages = post_over_http(url, "tools/call", 1, ELICITING, name="delete_note",
+                                      arguments={"title": title})
+    assert status == 200
+    result = messages[-1]["result"]
+    assert result["resultType"] == "input_required"
+    assert result["inputRequests"]["confirm"]["method"] == "elicitation/create"
+    assert result["requestState"].startswith("v1.") and title not in result["requestState"]
+    return result
+
+
+def retry(url: str, state: str, *, name: str = "delete_note", arguments: dict | None = None,
+          request_id: int = 2) -> tuple[int, dict]:
+    status, messages = post_over_http(
+        url, "tools/call", request_id, ELICITING, name=name,
+        arguments=arguments if arguments is not None else {"title": "draft"},
+        inputResponses={"confirm": CONFIRM}, requestState=state)
+    return status, messages[-1]
+
+
+@pytest.mark.feature("MRTR-03", "MRTR-10", "MOD-14")
+def test_round_one_on_one_process_and_round_two_on_the_other(urls):
+    a, b = urls
+    for first, second in ((a, b), (b, a)):
+        state = first_round(first)["requestState"]
+        status, response = retry(second, state)
+        assert status == 200
+        assert response["result"]["content"] == [{"type": "text", "text": "Deleted the note 'draft'"}]
+        assert response["result"]["resultType"] == "complete"
+
+
+@pytest.mark.feature("MRTR-09", "MRTR-10")
+def test_a_tampered_expired_replayed_or_foreign_state_is_refused_on_either_process(urls):
+    a, b = urls
+    state = first_round(a)["requestState"]
+    prefix, body = state[:3], state[3:]
+    tampered = prefix + body[:10] + ("A" if body[10] != "A" else "B") + body[11:]
+    bound = {"method": "tools/call", "target": "delete_note", "arguments": {"title": "draft"}}
+    expired = RequestStateSecurity(key=KEY, ttl=1e-6).seal("draft", **bound)
+    foreign = RequestStateSecurity(key=KEY, audience="https://elsewhere.example").seal("draft", **bound)
+    refused = [
+        retry(b, tampered),
+        retry(b, expired),
+        retry(a, state, name="echo", arguments={"message": "draft"}),  # replayed to another tool
+        retry(b, state, arguments={"title": "another note"}),  # to other arguments
+        retry(a, foreign),  # sealed for another audience
+        retry(b, "v1.not-a-state"),
+    ]
+    for status, response in refused:
+        assert (status, response["error"]) == (400, INVALID_STATE), response
+    # And the genuine state still completes: refusals changed nothing.
+    status, response = retry(b, state)
+    assert status == 200 and response["result"]["resultType"] == "complete"

@@ -103,8 +103,12 @@ def check_server_message(message: Any, revision: str, method: str | None = None)
     envelope = "JSONRPCResultResponse" if has_definition(revision, "JSONRPCResultResponse") \
         else "JSONRPCResponse"
     validate(message, revision, envelope)
-    if method in RESULT_TYPES:
-        validate(message["result"], revision, RESULT_TYPES[method])
+    result = message["result"]
+    if isinstance(result, dict) and result.get("resultType") == "input_required":
+        # SEP-2322: any of the three producers may answer so instead of its own result type.
+        validate(result, revision, "InputRequiredResult")
+    elif method in RESULT_TYPES:
+        validate(result, revision, RESULT_TYPES[method])
 
 
 def check_error(message: dict, revision: str) -> None:

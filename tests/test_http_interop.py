@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_protocol.envelope import PROTOCOL_VERSION_KEY
 from mcp_server.models import Session
 
 from .harness import REPO
@@ -72,6 +73,9 @@ class WireTap:
                         self.methods[message["id"]] = message["method"]
                     if message.get("method") == "initialize":
                         self.revision = message["params"]["protocolVersion"]
+                    meta = (message.get("params") or {}).get("_meta") or {}
+                    if PROTOCOL_VERSION_KEY in meta:  # a 2026-07-28 request names its revision
+                        self.revision = meta[PROTOCOL_VERSION_KEY]
                     check_client_message(message, self.revision)
                     self.seen[side].append(message.get("method", "response"))
                 else:
@@ -200,6 +204,39 @@ async def test_the_official_python_client_completes_a_session(tap):
     assert tap.violations == []
     assert tap.seen["server"].count("notifications/progress") == 3
     assert "elicitation/create" in tap.seen["server"] and "response" in tap.seen["client"]
+
+
+@pytest.mark.feature("MOD-14", "MRTR-02", "MRTR-03", "MRTR-07")
+async def test_the_official_python_client_in_either_era_against_the_same_server(tap):
+    """The SDK's Client probes server/discover and adopts 2026-07-28, answering the demo's
+    input_required through its elicitation callback; pinned to the handshake era, the same tool
+    asks it live instead. Both against the one running server, through the checking relay."""
+    from mcp.client import Client
+
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    with anyio.fail_after(60):
+        async with Client(tap.url, elicitation_callback=elicitation) as modern:
+            assert modern.protocol_version == "2026-07-28"
+            assert modern.server_info.name == "django-mcp-demo"
+            assert "delete_note" in {tool.name for tool in (await modern.list_tools()).tools}
+            deleted = await modern.call_tool("delete_note", {"title": "draft"})
+            assert deleted.content[0].text == "Deleted the note 'draft'"
+            assert (await modern.call_tool("echo", {"message": "hi"})).content[0].text == "hi"
+        assert "server/discover" in tap.seen["client"]
+        assert "initialize" not in tap.seen["client"]
+        assert await sync_to_async(stored_sessions)() == []  # the modern era keeps no session
+        async with Client(tap.url, mode="legacy", elicitation_callback=elicitation) as legacy:
+            assert legacy.protocol_version == "2025-11-25"
+            deleted = await legacy.call_tool("delete_note", {"title": "notes"})
+            assert deleted.content[0].text == "Deleted the note 'notes'"
+    assert asked == ["Delete the note 'draft'?", "Delete the note 'notes'?"]
+    assert "initialize" in tap.seen["client"] and "elicitation/create" in tap.seen["server"]
+    assert tap.violations == []
 
 
 @pytest.mark.feature("HTTP-01", "HTTP-09", "HTTP-14", "HTTP-15", "HTTP-17", "HTTP-25", "PROG-03")

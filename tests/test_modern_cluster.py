@@ -82,3 +82,17 @@ def test_modern_requests_leave_no_row_and_no_redis_key(urls):
     assert keys_after == keys_before, (keys_after - keys_before, keys_before - keys_after)
     assert [model.objects.count() for model in tables] == rows_before
     assert json.dumps(messages).count("ttlMs") == 1
+
+
+@pytest.mark.feature("MOD-11", "LOG-06")
+def test_the_demo_logs_at_the_level_each_modern_request_asks_for(urls):
+    one, other = urls
+    levels = {}
+    for url, level in ((one, "warning"), (other, "debug"), (one, None)):
+        status, messages = modern(url, "tools/call", 1, envelope(log_level=level), name="diagnose",
+                                  arguments={})
+        assert status == 200
+        assert messages[-1]["result"]["content"][0]["text"] == "4 checks run: 1 error, 1 warning"
+        levels[level] = [m["params"]["level"] for m in messages if m.get("method") == "notifications/message"]
+    assert levels == {"warning": ["warning", "error"], "debug": ["debug", "info", "warning", "error"],
+                      None: []}

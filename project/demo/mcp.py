@@ -98,6 +98,21 @@ def delete_note(title: str, server_context: ServerContext) -> str | InputRequire
     return f"Kept the note {title!r} ({answer.get('action')})"
 
 
+@mcp_server.tool(annotations={"read_only_hint": True})
+async def diagnose(server_context: ServerContext) -> str:
+    """Run the demo's checks, logging each finding at its level (debug to error).
+
+    A handshake-era client sees those at or above the level it set with logging/setLevel; a
+    2026-07-28 client those at or above the logLevel of this request's envelope, and none when
+    it names no level.
+    """
+    findings = [("debug", "read the configuration"), ("info", "the database answers"),
+                ("warning", "the cache is cold"), ("error", "the mail relay does not answer")]
+    for level, finding in findings:
+        await server_context.notify_log_message({"check": finding}, level=level, logger="diagnose")
+    return f"{len(findings)} checks run: 1 error, 1 warning"
+
+
 LANGUAGES = ["english", "french", "german", "italian", "spanish"]
 STYLES = ["casual", "formal", "pirate"]
 

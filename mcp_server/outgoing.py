@@ -41,23 +41,24 @@ def is_request_id_we_sent(request_id: object) -> bool:
 
 
 class PendingRequests:
-    """The server-to-client requests of one session that wait for an answer."""
+    """Server-to-client requests that wait for an answer: of one session, or of every session of
+    a process (each request then names its session as its ``owner``)."""
 
     def __init__(self) -> None:
-        self._waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        self._waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future, Any]] = {}
 
     def __len__(self) -> int:
         return len(self._waiting)
 
     async def request(self, send: Send, method: str, params: dict | None, *, timeout: float | None,
                       cancellation: Cancellation | None = None,
-                      related_request_id: Any = None) -> Any:
+                      related_request_id: Any = None, owner: Any = None) -> Any:
         if cancellation is not None:
             cancellation.raise_if_cancelled()
         request_id = new_request_id()
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
-        self._waiting[request_id] = (loop, answer)
+        self._waiting[request_id] = (loop, answer, owner)
         unhook = _cancel_on(cancellation, loop, answer)
         try:
             delivered = await send(jsonrpc.request(request_id, method, params),
@@ -84,18 +85,19 @@ class PendingRequests:
                            data=error.get("data"))
         return message.get("result")
 
-    def resolve(self, message: dict) -> bool:
-        """Hand a client response to its waiting request; False for an unknown id."""
+    def resolve(self, message: dict, owner: Any = None) -> bool:
+        """Hand a client response to its waiting request; False for an unknown id, or one that
+        another session's request waits for (an answer counts only in its own session)."""
         entry = self._waiting.get(message.get("id"))
-        if entry is None:
+        if entry is None or entry[2] != owner:
             return False
-        loop, answer = entry
+        loop, answer, _owner = entry
         loop.call_soon_threadsafe(_settle, answer, message, None)
         return True
 
     def cancel_all(self, reason: str) -> None:
         """End every wait (the session is closing)."""
-        for loop, answer in list(self._waiting.values()):
+        for loop, answer, _owner in list(self._waiting.values()):
             loop.call_soon_threadsafe(_settle, answer, None, DeliveryError(reason))
 
 

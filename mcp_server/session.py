@@ -138,12 +138,12 @@ class ServerSession:
         return await self.pending.request(
             self.send, method, params,
             timeout=timeout if timeout is not None else self.request_timeout,
-            cancellation=cancellation, related_request_id=related_request_id,
+            cancellation=cancellation, related_request_id=related_request_id, owner=self.id,
         )
 
     def resolve_response(self, message: dict) -> bool:
         """A client's answer to one of this session's requests; False for an unknown id."""
-        return self.pending.resolve(message)
+        return self.pending.resolve(message, self.id)
 
     async def list_roots(self, timeout: float | None = None) -> Any:
         """``roots/list`` not tied to any client request; prefer ``ServerContext.list_roots``."""

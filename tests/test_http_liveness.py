@@ -399,11 +399,15 @@ async def test_an_answer_whose_route_was_lost_reaches_the_waiting_process(proces
         asked.set()
         return True
 
-    asking = asyncio.ensure_future(runtime.pending.request(send, "roots/list", None, timeout=60))
+    asking = asyncio.ensure_future(runtime.pending.request(send, "roots/list", None, timeout=60,
+                                                           owner=session_id))
     await asyncio.wait_for(asked.wait(), 10)
     request_id = sent[0]["id"]
     assert await waiting.state.get(f"s2c:{session_id}:{request_id}") is not None
     await waiting.state.delete(f"s2c:{session_id}:{request_id}")  # the record is lost
+    # Another session's client answering that id is offered around too, and taken by nobody.
+    await receiving.route_response("another-session", {"jsonrpc": "2.0", "id": request_id,
+                                                       "result": {"roots": [{"uri": "file:///x"}]}})
     await receiving.route_response(session_id, {"jsonrpc": "2.0", "id": request_id,
                                                 "result": {"roots": []}})
     assert await asyncio.wait_for(asking, 10) == {"roots": []}

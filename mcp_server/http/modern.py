@@ -34,6 +34,7 @@ from mcp_protocol.errors import (
 )
 from mcp_protocol.versions import is_handshake_version, is_modern_version
 
+from ..asgi import STALL_SECONDS
 from ..modern import requests
 from ..modern.session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
@@ -149,7 +150,8 @@ async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: j
     transport = consumer.transport
     # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
     stream = ResponseStream(consumer, incoming.id, transport.max_sse_buffer_bytes,
-                            streams=accepts_event_stream(request))
+                            streams=accepts_event_stream(request),
+                            stall_timeout=transport.sse_stall_timeout)
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
 
     def disconnected() -> None:
@@ -173,8 +175,10 @@ class ResponseStream:
     """
 
     def __init__(self, consumer: StreamableHTTPConsumer, request_id: Any,
-                 max_buffered_bytes: int | None, *, streams: bool = True):
+                 max_buffered_bytes: int | None, *, streams: bool = True,
+                 stall_timeout: float = STALL_SECONDS):
         self.consumer = consumer
+        self.stall_timeout = stall_timeout
         self.streams = streams
         self.request_id = request_id
         self.max_buffered_bytes = max_buffered_bytes
@@ -194,7 +198,8 @@ class ResponseStream:
             self.dropped += 1
             return False
         if self.writer is None:
-            self.sse = SSEResponse(self.consumer.base_send, max_buffered_bytes=self.max_buffered_bytes)
+            self.sse = SSEResponse(self.consumer.base_send, max_buffered_bytes=self.max_buffered_bytes,
+                                   stall_timeout=self.stall_timeout)
             self.writer = asyncio.ensure_future(self._write_all())
         self.queue.put_nowait(message)
         return True

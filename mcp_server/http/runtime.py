@@ -175,7 +175,7 @@ class Runtime:
             if cancellation is not None:
                 cancellation.cancel(message.get("reason"))
         elif kind == "mcp.response":
-            self.pending.resolve(message["message"])
+            self.pending.resolve(message["message"], session_id)
         elif kind == "mcp.deliver":
             stream = self.streams.get((session_id, message["stream"]))
             if stream is not None:

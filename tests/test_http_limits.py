@@ -276,6 +276,35 @@ def _redis_store(**options) -> tuple[RedisEventStore, str]:
     return RedisEventStore(f"redis://{REDIS_HOST}:{REDIS_PORT}/11", 3600, prefix, **options), prefix
 
 
+@pytest.mark.parametrize("client", ["built-in", "redis-py"])
+async def test_storing_an_event_reads_who_holds_its_stream_in_the_same_round_trip(client):
+    from mcp_server import Server
+    from mcp_server.http import StreamableHTTPTransport
+    from mcp_server.http.redis_client import RedisClients
+    from mcp_server.http.redispy_client import RedisPyClients
+    from mcp_server.http.shared_state import RedisState
+
+    require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
+    url, prefix = f"redis://{REDIS_HOST}:{REDIS_PORT}/11", f"watch-{uuid.uuid4().hex[:8]}:"
+    clients = RedisClients(url) if client == "built-in" else RedisPyClients(url)
+    state = RedisState(url, prefix, clients=clients)
+    store = RedisEventStore(url, 3600, prefix, clients=clients)
+    transport = StreamableHTTPTransport(Server("watch"), shared_state=state, event_store=store)
+    assert transport._events_read_the_state
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "x"}}
+    await state.set("session:s1", "{}", 60)
+    first, holder = await transport.store_event("s1", "post:i1", message)
+    assert first is not None and holder is None
+    await state.set("stream:s1:post:i1", "mcp.process.elsewhere|token", 60)
+    second, holder = await transport.store_event("s1", "post:i1", message)
+    assert second > first and holder == "mcp.process.elsewhere|token"
+    assert [seq for seq, _m, _l in await store.replay("s1", "post:i1", 0)] == [first, second]
+    # Stores that do not share one Redis and prefix read the holder with a command of its own.
+    apart = StreamableHTTPTransport(Server("apart"), shared_state=RedisState(url, "other:", clients=clients),
+                                    event_store=store)
+    assert not apart._events_read_the_state
+
+
 async def test_the_redis_store_drops_the_oldest_events_and_refuses_a_resume_before_them():
     store, prefix = _redis_store(max_events=4, max_bytes=10_000)
     with redis_client(11) as redis:

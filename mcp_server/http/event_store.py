@@ -259,10 +259,12 @@ LOW_WATER = 0.9
 
 
 # KEYS: the sequence counter, the events of the stream (or the broadcasts), the session's index of
-# events, the session's byte count, its shared-state entry ("" for a broadcast).
+# events, the session's byte count, its shared-state entry ("" for a broadcast), and optionally a
+# shared-state key to read once the event is stored (who holds the stream: see append_watched).
 # ARGV: stream, level, message JSON, time (ms), retention (ms), the clock in microseconds (the
 # counter's start when missing), max events, max bytes (0: no limit), the prefix of stream keys.
-# Returns the new sequence number, or -1 when the session's entry is gone.
+# Returns the new sequence number (with the watched key: {sequence, its value}), or -1 when the
+# session's entry is gone.
 #
 # The counter starts from the clock whenever it is missing (first use, or Redis lost its data): a
 # sequence then stays above every one handed out before, so a client resuming after an old id
@@ -297,6 +299,7 @@ while (max_events > 0 and count > max_events) or (max_bytes > 0 and bytes > max_
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
 redis.call('PEXPIRE', KEYS[4], ARGV[5])
+if KEYS[6] then return {tonumber(sequence), redis.call('GET', KEYS[6])} end
 return tonumber(sequence)
 """)
 
@@ -365,24 +368,41 @@ class RedisEventStore:
 
     async def append(self, session_id: str | None, stream: str, message: dict,
                      level: str = "") -> int | None:
+        sequence, _value = await self._append(session_id, stream, message, level, None)
+        return sequence
+
+    async def append_watched(self, session_id: str, stream: str, message: dict, watched: str,
+                             level: str = "") -> tuple[int | None, str | None]:
+        """Store an event of a session's stream and, in the same step, read the shared-state key
+        ``watched`` (unprefixed; this store shares the state's Redis and prefix): the sequence
+        (None: the session is gone) and the key's value. One round trip instead of two, and
+        atomic: the value is the one right after the event was stored."""
+        return await self._append(session_id, stream, message, level, self.prefix + watched)
+
+    async def _append(self, session_id: str | None, stream: str, message: dict, level: str,
+                      watched: str | None) -> tuple[int | None, str | None]:
         index, size = self._session_keys(session_id) if session_id is not None else ("", "")
         keys = [f"{self.prefix}events:sequence", self._stream_key(session_id, stream), index, size,
                 self.prefix + self._session_key(session_id) if session_id is not None else ""]
+        if watched is not None:
+            keys.append(watched)
         now = time.time()
         args = [stream, level, jsonrpc.encode(message), int(now * 1000), max(1, int(self.retention * 1000)),
                 int(now * 1_000_000), self.max_events or 0, self.max_bytes or 0,
                 self._stream_prefix(session_id) if session_id is not None else ""]
         connection = self.clients.get()
-        sequence = await connection.run_script(_APPEND, keys, args)
+        reply = await connection.run_script(_APPEND, keys, args)
         if session_id is None:
             await connection.execute("SADD", self._broadcast_keys, keys[1])  # for purge()
-        if sequence >= 0:
-            return sequence
-        # The shared-state entry expired (a session that never expires, idle for a day) or the
-        # session is gone: its row decides.
-        if not await run_in_thread(_session_exists, session_id):
-            return None
-        return await connection.run_script(_APPEND, [*keys[:4], ""], args)
+        if reply == -1:
+            # The shared-state entry expired (a session that never expires, idle for a day) or
+            # the session is gone: its row decides.
+            if not await run_in_thread(_session_exists, session_id):
+                return None, None
+            reply = await connection.run_script(_APPEND, [*keys[:4], "", *keys[5:]], args)
+        if isinstance(reply, list):
+            return int(reply[0]), reply[1]
+        return reply, None
 
     async def replay(self, session_id: str, stream: str, after: int,
                      broadcasts: str = BROADCAST_STREAM) -> list[tuple[int, dict, str]]:

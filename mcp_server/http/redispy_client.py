@@ -131,7 +131,10 @@ class RedisPyClients:
             return self.factory(self.url)
         import redis.asyncio
 
-        options = {**default_options(self.command_timeout), **self.options, "decode_responses": True}
+        # RESP2, whose replies the stores read (redis-py 8 speaks RESP3 by default, which shapes
+        # some replies differently: ZRANGEBYSCORE ... WITHSCORES as pairs).
+        options = {**default_options(self.command_timeout), **self.options, "decode_responses": True,
+                   "protocol": 2}
         return redis.asyncio.Redis.from_url(self.url, **options)
 
     def get(self) -> RedisPyConnection:

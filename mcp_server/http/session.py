@@ -102,14 +102,15 @@ class PostOutbound:
         a resumed stream."""
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
-        sequence = await self.transport.events.append(self.record.id, self.stream, message)
+        sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)
         if sequence is None:
             return False  # the session was deleted meanwhile
         # The client may have resumed this stream elsewhere (GET with Last-Event-ID) before this
         # process saw its connection go. A resumed stream is claimed before it replays, so an
         # event stored before the claim is replayed there, and one stored after is handed over
-        # here; this connection, which the client no longer reads, then ends.
-        if await self.transport.hand_over(self.record.id, self.stream, sequence, message):
+        # here (its holder is read after the event is stored); this connection, which the
+        # client no longer reads, then ends.
+        if await self.transport.send_event_to(holder, self.record.id, self.stream, sequence, message):
             await self.sse.finish()
             return True
         if await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence), last=last):

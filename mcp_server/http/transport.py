@@ -23,7 +23,14 @@ from django.conf import settings
 from mcp_protocol import methods
 
 from ..outgoing import is_request_id_we_sent
-from .event_store import GET_STREAM, DatabaseEventStore, EventStore, broadcast_stream, post_stream
+from .event_store import (
+    GET_STREAM,
+    DatabaseEventStore,
+    EventStore,
+    RedisEventStore,
+    broadcast_stream,
+    post_stream,
+)
 from .limits import StreamSlots, check_limits
 from .listen_filter import LISTENABLE
 from .liveness import Liveness, holder_channel, request_stopped
@@ -31,7 +38,7 @@ from .redis_client import Backoff, RedisUnavailable
 from .runtime import Runtime, on_layer, runtime_group
 from .session import request_key
 from .session_store import SessionStore
-from .shared_state import LocalState, SharedState
+from .shared_state import LocalState, RedisState, SharedState
 from .subscriptions import SubscriptionStore
 
 if TYPE_CHECKING:
@@ -138,6 +145,11 @@ class StreamableHTTPTransport:
         self.event_retention = event_retention
         self.state = shared_state or LocalState()
         self.events = event_store or DatabaseEventStore()
+        # The built-in Redis stores on one connection and prefix: an event's store can read who
+        # holds its stream in the same round trip (store_event).
+        self._events_read_the_state = (
+            isinstance(self.state, RedisState) and isinstance(self.events, RedisEventStore)
+            and self.state.clients is self.events.clients and self.state.prefix == self.events.prefix)
         self.sessions = SessionStore(self.state, session_idle_timeout, self.group)
         self.liveness = Liveness(self.state, process_heartbeat_interval)
         self.max_sessions_per_principal = max_sessions_per_principal
@@ -285,18 +297,36 @@ class StreamableHTTPTransport:
         """
         runtime = await self.ensure_runtime()
         async with self._publishing():
-            sequence = await self.events.append(session_id, stream, message, level)
+            sequence, holder = await self.store_event(session_id, stream, message, level)
             if sequence is None:
                 return False  # the session is gone
-            return await self.hand_over(session_id, stream, sequence, message, level, runtime)
+            return await self.send_event_to(holder, session_id, stream, sequence, message, level,
+                                            runtime)
+
+    async def store_event(self, session_id: str, stream: str, message: dict,
+                          level: str = "") -> tuple[int | None, str | None]:
+        """Store an event of a session's stream: its sequence (None: the session is gone) and
+        who holds the stream once it is stored (None: nobody), read in the same round trip when
+        the event store shares the shared state's Redis (the built-in stores, as configured)."""
+        key = self._stream_key(session_id, stream)
+        if self._events_read_the_state:
+            return await self.events.append_watched(session_id, stream, message, key, level)
+        sequence = await self.events.append(session_id, stream, message, level)
+        if sequence is None:
+            return None, None
+        return sequence, await self.state.get(key)
 
     async def hand_over(self, session_id: str, stream: str, sequence: int, message: dict,
                         level: str = "", runtime: Runtime | None = None) -> bool:
-        runtime = runtime or self.runtime
+        """Hand a stored event to whoever holds its stream now; False when nobody does."""
         holder = await self.state.get(self._stream_key(session_id, stream))
+        return await self.send_event_to(holder, session_id, stream, sequence, message, level, runtime)
+
+    async def send_event_to(self, holder: str | None, session_id: str, stream: str, sequence: int,
+                            message: dict, level: str = "", runtime: Runtime | None = None) -> bool:
         if holder is None:
             return False
-        await runtime.send_to(holder.split("|", 1)[0], {
+        await (runtime or self.runtime).send_to(holder.split("|", 1)[0], {
             "type": "mcp.deliver", "session_id": session_id, "stream": stream,
             "sequence": sequence, "message": message, "level": level,
         })

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import Cancellation
-from mcp_protocol.content import to_wire
 
 from . import logging_levels
 from .elicitation import check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError, ValidationError
+from .input_required import InputRequiredResult
 from .modern.capabilities import MissingRequiredClientCapabilityError, declares
 from .modern.deprecations import deprecated_feature
 from .outgoing import DeliveryError
@@ -190,14 +190,10 @@ class ServerContext(Mapping):
         self._require(methods.SAMPLING_CREATE_MESSAGE, "sampling")
         if tools is not None or tool_choice is not None:
             self._require(methods.SAMPLING_CREATE_MESSAGE, "sampling.tools")
-        params: dict[str, Any] = {"messages": [to_wire(m) for m in messages], "maxTokens": max_tokens}
-        optional = {
-            "systemPrompt": system_prompt, "modelPreferences": model_preferences,
-            "includeContext": include_context, "temperature": temperature,
-            "stopSequences": stop_sequences, "metadata": metadata, "tools": tools,
-            "toolChoice": tool_choice,
-        }
-        params.update({key: value for key, value in optional.items() if value is not None})
+        params = InputRequiredResult.sampling(  # the one builder of its params
+            messages, max_tokens, system_prompt=system_prompt, model_preferences=model_preferences,
+            include_context=include_context, temperature=temperature, stop_sequences=stop_sequences,
+            metadata=metadata, tools=tools, tool_choice=tool_choice)["params"]
         return self._request(methods.SAMPLING_CREATE_MESSAGE, params, timeout)
 
     def create_form_elicitation(self, message: str, requested_schema: dict,

@@ -414,18 +414,17 @@ async def test_log_messages_follow_the_envelope_level_of_each_request(served):
 
 
 # PROG-05, HTTP-30 ---------------------------------------------------------------------------------
-@pytest.mark.feature("PROG-05", "HTTP-30")
-async def test_progress_is_streamed_before_the_handler_finishes(served):
-    app, _, state = served
-    message = call("slow", 1, meta={**envelope(), "progressToken": "p1"})
+def start_request(app, message: dict) -> tuple[asyncio.Future, list[dict], asyncio.Event]:
+    """POST ``message`` and leave it running: the task, what the server sent so far, and an
+    event that disconnects the client when set."""
     sent: list[dict] = []
-    disconnect = asyncio.Event()
+    gone = asyncio.Event()
+    bodies = [{"type": "http.request", "body": json.dumps(message).encode(), "more_body": False}]
 
     async def receive() -> dict:
-        if not hasattr(receive, "done"):
-            receive.done = True
-            return {"type": "http.request", "body": json.dumps(message).encode(), "more_body": False}
-        await disconnect.wait()
+        if bodies:
+            return bodies.pop()
+        await gone.wait()
         return {"type": "http.disconnect"}
 
     async def send(event: dict) -> None:
@@ -434,7 +433,14 @@ async def test_progress_is_streamed_before_the_handler_finishes(served):
     scope = {"type": "http", "method": "POST", "path": "/mcp", "scheme": "http", "query_string": b"",
              "headers": [(k.encode(), v.encode()) for k, v in modern_headers(message).items()],
              "client": ("127.0.0.1", 5)}
-    task = asyncio.ensure_future(app(scope, receive, send))
+    return asyncio.ensure_future(app(scope, receive, send)), sent, gone
+
+
+@pytest.mark.feature("PROG-05", "HTTP-30")
+async def test_progress_is_streamed_before_the_handler_finishes(served):
+    app, _, state = served
+    message = call("slow", 1, meta={**envelope(), "progressToken": "p1"})
+    task, sent, _gone = start_request(app, message)
     # The first progress frame reaches the client while the tool is still waiting.
     await eventually(lambda: any(b"half" in e.get("body", b"") for e in sent), what="live progress")
     assert not task.done()
@@ -454,24 +460,7 @@ async def test_progress_is_streamed_before_the_handler_finishes(served):
 @pytest.mark.feature("HTTP-30")
 async def test_a_disconnect_cancels_a_modern_request(served):
     app, _, state = served
-    message = call("until_cancelled", 1)
-    sent: list[dict] = []
-    gone = asyncio.Event()
-
-    async def receive() -> dict:
-        if not hasattr(receive, "done"):
-            receive.done = True
-            return {"type": "http.request", "body": json.dumps(message).encode(), "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(event: dict) -> None:
-        sent.append(event)
-
-    scope = {"type": "http", "method": "POST", "path": "/mcp", "scheme": "http", "query_string": b"",
-             "headers": [(k.encode(), v.encode()) for k, v in modern_headers(message).items()],
-             "client": ("127.0.0.1", 5)}
-    task = asyncio.ensure_future(app(scope, receive, send))
+    task, sent, gone = start_request(app, call("until_cancelled", 1))
     await eventually(lambda: state.get("started"), what="the tool started")
     gone.set()
     await asyncio.wait_for(task, 60)

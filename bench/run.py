@@ -412,8 +412,10 @@ def main() -> int:
     order = ("theirs-stateless", "ours-stateless", "ours-stateless-uvicorn", "theirs-stateful", "ours-pg",
              "ours-sqlite", "ours-pg-uvicorn")
     wanted = [key for key in order if key in available and (not args.servers or key in args.servers)]
-    # The modern row: the SDK's stateless server, ours in production shape (else the default).
-    modern_servers = {"theirs-stateless", "ours-pg" if "ours-pg" in available else "ours-sqlite"}
+    # The modern row: the SDK's stateless server, ours in production shape (else the default), and
+    # ours under uvicorn where that runs (to tell the ASGI server's share apart).
+    modern_servers = {"theirs-stateless", "ours-pg", "ours-pg-uvicorn"} if "ours-pg" in available \
+        else {"theirs-stateless", "ours-sqlite"}
     rows: list[Row] = []
     stream_results: dict[str, tuple[Config, list[tuple[int, int]]]] = {}
     started = time.monotonic()

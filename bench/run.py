@@ -187,7 +187,7 @@ async def _prepare_sessions(port: int, count: int) -> list[str]:
         connection.close()
 
 
-async def _check_stateless(port: int, *, modern: bool = False) -> None:
+async def _check_echo(port: int, *, modern: bool = False) -> None:
     connection = rawhttp.Connection(HOST, port)
     try:
         if await rawhttp.echo(connection, None, modern=modern) != "hello":
@@ -217,11 +217,11 @@ MODERN_SECTION = "tools/call, 2026-07-28 lifecycle (no session, the _meta envelo
 def load_env(server: Server, concurrency: int, modern: bool) -> dict[str, str]:
     """wrk's environment for calls to ``server``, checked by one call first."""
     if modern:
-        asyncio.run(_check_stateless(server.port, modern=True))
+        asyncio.run(_check_echo(server.port, modern=True))
         return {"MCP_MODERN": "1"}
     if server.config.mode == "stateful":
         return {"MCP_SESSIONS": ",".join(asyncio.run(_prepare_sessions(server.port, concurrency)))}
-    asyncio.run(_check_stateless(server.port))
+    asyncio.run(_check_echo(server.port))
     return {}
 
 

@@ -307,12 +307,4 @@ def client_declares(capabilities: dict, path: str) -> bool:
 
     ``elicitation.form`` is implied by a bare ``elicitation: {}`` (clients from before modes).
     """
-    head, _, sub = path.partition(".")
-    section = capabilities.get(head)
-    if not isinstance(section, dict):
-        return False
-    if not sub:
-        return True
-    if head == "elicitation" and sub == "form" and "url" not in section:
-        return True
-    return isinstance(section.get(sub), dict)
+    return declares(capabilities, tuple(path.split(".")))

@@ -315,12 +315,17 @@ class Listener:
 
     def close(self) -> None:
         """Drop the connection, as a client that goes away does."""
-        response = self._response
-        stream = response.extensions.get("network_stream") if response is not None else None
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            # Closing the client alone does not wake a thread blocked reading the socket.
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._http.close()
-        self._thread.join(5)
+        drop_connection(self._response, self._http, self._thread)
+
+
+def drop_connection(response: httpx.Response | None, http: httpx.Client, reader: threading.Thread) -> None:
+    """Drop a streamed response's connection, as a client that goes away does, and wait for the
+    thread reading it to end."""
+    stream = response.extensions.get("network_stream") if response is not None else None
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        # Closing the client alone does not wake a thread blocked reading the socket.
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    http.close()
+    reader.join(5)

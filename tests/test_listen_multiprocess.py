@@ -6,10 +6,8 @@ listen streams held by the other, filtered by what each subscribed to. Needs Pos
 
 from __future__ import annotations
 
-import contextlib
 import json
 import queue
-import socket
 import threading
 from typing import Any
 
@@ -19,7 +17,8 @@ import pytest
 from mcp_protocol.envelope import SUBSCRIPTION_ID_KEY
 
 from .http_cluster import call_tool, cluster, new_session, redis_client, require_services
-from .http_harness import ACCEPT_BOTH, iter_events
+from .http_harness import drop_connection, iter_events
+from .modern_support import envelope, modern_headers, modern_request
 from .waiting import PATIENCE
 from .wire import check_client_message, check_server_message
 
@@ -47,11 +46,9 @@ class ListenStream:
     2026-07-28 schema. ``messages`` is a queue of them (None at the stream's end)."""
 
     def __init__(self, url: str, request_id: Any, notifications: dict):
-        self.request = {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": {
-            "_meta": {"io.modelcontextprotocol/protocolVersion": REVISION,
-                      "io.modelcontextprotocol/clientInfo": {"name": "listener", "version": "1"},
-                      "io.modelcontextprotocol/clientCapabilities": {}},
-            "notifications": notifications}}
+        self.request = modern_request("subscriptions/listen", request_id,
+                                      meta=envelope(client_info={"name": "listener", "version": "1"}),
+                                      notifications=notifications)
         check_client_message(self.request, REVISION)
         self.messages: queue.Queue[dict | None] = queue.Queue()
         self.status: int | None = None
@@ -63,8 +60,7 @@ class ListenStream:
         assert self.opened.wait(PATIENCE), "the listen stream did not open"
 
     def _read(self, url: str) -> None:
-        headers = {"content-type": "application/json", "accept": ACCEPT_BOTH,
-                   "mcp-protocol-version": REVISION, "mcp-method": "subscriptions/listen"}
+        headers = {k: v for k, v in modern_headers(self.request).items() if k != "host"}
         try:
             body = json.dumps(self.request)
             with self._http.stream("POST", url, headers=headers, content=body) as response:
@@ -91,14 +87,7 @@ class ListenStream:
 
     def close(self) -> None:
         """Drop the connection, as a client that goes away does."""
-        response = self._response
-        stream = response.extensions.get("network_stream") if response is not None else None
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._http.close()
-        self._thread.join(5)
+        drop_connection(self._response, self._http, self._thread)
 
 
 def stamped(method: str, subscription_id: Any, **params: Any) -> dict:

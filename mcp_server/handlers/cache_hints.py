@@ -14,10 +14,15 @@ def check(ttl_ms: Any, cache_scope: Any) -> None:
         raise ValueError(f"cache_scope must be 'public' or 'private', not {cache_scope!r}")
 
 
+def defaulted(ttl_ms: int | None, cache_scope: str | None) -> dict[str, Any]:
+    """Both hints, an unset one at its default (0, ``"private"``)."""
+    return {"ttlMs": ttl_ms if ttl_ms is not None else 0, "cacheScope": cache_scope or "private"}
+
+
 def stamp(result: dict, ttl_ms: int | None, cache_scope: str | None) -> dict:
     """Add both hints when either is configured; values already in the result win."""
     if ttl_ms is None and cache_scope is None:
         return result
-    result.setdefault("ttlMs", ttl_ms if ttl_ms is not None else 0)
-    result.setdefault("cacheScope", cache_scope or "private")
+    for key, value in defaulted(ttl_ms, cache_scope).items():
+        result.setdefault(key, value)
     return result

@@ -134,19 +134,14 @@ def _refused(status: int, error: MCPError | str, request_id: Any, *, code: int =
 
 
 async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, message: dict,
-                       envelope: Envelope | None) -> None:
+                       envelope: Envelope) -> None:
     """Answer one ``subscriptions/listen`` POST: its SSE stream, or a JSON error with its status.
 
-    ``message`` is the decoded request; ``envelope`` its validated ``_meta`` envelope (None when
-    it carried none, which is refused).
+    ``message`` is the decoded request, with an id; ``envelope`` its validated ``_meta`` envelope
+    (the modern path refused the request without either, and checked its headers).
     """
     transport = consumer.transport
-    request_id = message.get("id")
-    if request_id is None:
-        raise _refused(400, "Invalid Request: subscriptions/listen must be a request with an id", None)
-    if envelope is None:
-        raise _refused(400, "Invalid Request: subscriptions/listen needs the _meta envelope of the "
-                            "2026-07-28 revision", request_id)
+    request_id = message["id"]
     try:
         requested = parse_requested(message.get("params"), transport.max_subscriptions_per_session)
     except MCPError as error:

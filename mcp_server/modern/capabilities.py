@@ -33,9 +33,9 @@ def declares(capabilities: dict, path: tuple[str, ...]) -> bool:
     """
     node: Any = capabilities
     for depth, part in enumerate(path):
+        if depth == 1 and path[0] == "elicitation" and part == "form" and "url" not in node:
+            return True
         section = node.get(part) if isinstance(node, dict) else None
-        if section is None and depth == 1 and path[0] == "elicitation" and part == "form":
-            return isinstance(node, dict) and "url" not in node
         if not isinstance(section, dict):
             return False
         node = section

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import methods
 
+from ..handlers.cache_hints import defaulted
+
 if TYPE_CHECKING:
     from ..server import Server
 
@@ -27,9 +29,8 @@ COMPLETE = "complete"
 
 
 def cache_hints(server: Server) -> dict[str, Any]:
-    """The server's ``ttlMs`` and ``cacheScope``, defaulted to 0 and ``"private"``."""
-    return {"ttlMs": server.ttl_ms if server.ttl_ms is not None else 0,
-            "cacheScope": server.cache_scope or "private"}
+    """The server's ``ttlMs`` and ``cacheScope``: on every cacheable modern result (CACHE-03)."""
+    return defaulted(server.ttl_ms, server.cache_scope)
 
 
 def stamp_response(server: Server, method: str, response: dict | None) -> dict | None:

@@ -20,13 +20,10 @@ from mcp_protocol.content import to_wire
 
 from .elicitation import check_requested_schema
 
-# The requests a server may embed, and the producers that may return the result (MRTR-01/02).
+# The requests a server may embed (MRTR-01).
 INPUT_REQUEST_METHODS = (
     methods.ELICITATION_CREATE, methods.SAMPLING_CREATE_MESSAGE, methods.ROOTS_LIST,
 )
-PRODUCER_METHODS = (methods.TOOLS_CALL, methods.PROMPTS_GET, methods.RESOURCES_READ)
-
-COMPLETE = "complete"
 INPUT_REQUIRED = "input_required"
 
 

@@ -18,7 +18,7 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 
 from .context import ServerContext
-from .errors import MissingCapabilityError
+from .errors import AnsweredElsewhere, MissingCapabilityError
 from .handlers import declares
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     async def call_next() -> Any:
         try:
             outcome.result = await handler(ctx)
-        except CancelledError as exc:
+        except (CancelledError, AnsweredElsewhere) as exc:
             outcome.error = exc
             raise
         except MCPError as exc:
@@ -221,8 +221,8 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     data["duration"] = time.perf_counter() - started
     await server.instrument_async(data)
 
-    if cancelled:
-        return None  # a cancelled request gets no response
+    if cancelled or isinstance(outcome.error, AnsweredElsewhere):
+        return None  # a cancelled request gets no response; another has one already
     error = outcome.error
     if error is None:
         return jsonrpc.response(ctx.request_id, outcome.result)

@@ -83,3 +83,9 @@ class SchemaValidationError(ValueError):
 
 def invalid_params(message: str, data: Any = None) -> MCPError:
     return MCPError(message, code=INVALID_PARAMS, data=data)
+
+
+class AnsweredElsewhere(Exception):
+    """Raised by a handler whose response went out by another way (a background call's worker
+    wrote it on the request's stream), or which, cancelled there, has none: the dispatcher sends
+    nothing more for the request."""

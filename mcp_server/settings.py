@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a request to the client (sampling, elicitation, roots, ping) waits for its answer,
     # unless the call passes its own timeout.
     "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 600,
+    # Where tools marked background=True run: "auto" (Celery workers when the project sets
+    # CELERY_BROKER_URL, else the web process), "celery" or "local".
+    "BACKGROUND_CALLS": "auto",
     # Streamable HTTP (the /mcp endpoint), with the option names of StreamableHTTPTransport.
     # No session ids and no server-to-client messages; every POST stands alone.
     "STATELESS": False,

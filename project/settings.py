@@ -3,6 +3,7 @@
 It needs ``DJANGO_SECRET_KEY``, or ``DJANGO_DEVELOPMENT=1`` on a development machine (see below).
 With no other configuration it runs on the embedded default: SQLite and the in-memory channel layer.
 ``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
+``CELERY_BROKER_URL`` runs background tools on Celery workers (``celery -A project worker``);
 ``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom).
 """
 
@@ -110,6 +111,17 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Celery (project/celery.py reads every CELERY_* setting). Without a broker, tools marked to run in
+# the background run in the web process (MCP_SERVER["BACKGROUND_CALLS"]). A worker must reach the
+# web processes: it needs REDIS_URL too. A broker is Redis (redis://...) or RabbitMQ (amqp://...).
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
+# Background calls are at most once: a task is acknowledged when a worker takes it, and one that a
+# worker lost is not run again (README, "Background tool calls").
+CELERY_TASK_ACKS_LATE = False
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -63,12 +63,24 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
     if missing:
         data["error"] = "missing_required_arguments"
         return _error_result(f"Missing required arguments: {', '.join(missing)}")
-    if server.configuration.validate_tool_call_arguments:
+    # A background call is always checked: nothing is queued that the tool would refuse.
+    if server.configuration.validate_tool_call_arguments or tool.background:
         errors = tool.input_schema.errors(arguments)
         if errors:
             data["error"] = "invalid_schema"
             return _error_result(f"Invalid arguments: {'; '.join(errors)}")
+    if tool.background:
+        from ..background.launch import call_in_background
 
+        return await call_in_background(ctx, tool, arguments)
+    return await run_tool(ctx, tool, arguments)
+
+
+async def run_tool(ctx: ServerContext, tool: Tool, arguments: dict) -> dict[str, Any]:
+    """Run a tool whose arguments were checked, wherever it runs (a web process, a worker):
+    its result, or an error result when it raised something other than an MCP error."""
+    server = ctx.server
+    data = ctx.instrumentation
     try:
         value = await mrtr.run_rounds(ctx, lambda: _invoke(tool, arguments, ctx))
     except (MCPError, CancelledError):

@@ -113,6 +113,9 @@ class ListenStream:
         for sequence, message, level in stored:
             if not await self._write(sequence, message, level) or self._done:
                 return
+        if await transport.request_cancelled(self.session_id, request_id):
+            self._done = True  # a cancelled request has no response: the stream just ends
+            return
         await self.sse.event(jsonrpc.encode(request_lost(request_id)))
         self._done = True
 

@@ -160,13 +160,15 @@ async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
     if not await transport.claim_request(record.id, incoming.id):
         raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
                         request_id=incoming.id)
+    handed_off = False
     try:
         if transport.enable_json_response:
             await _json_response(consumer, record, incoming)
         else:
-            await _sse_response(consumer, record, incoming)
+            handed_off = await _sse_response(consumer, record, incoming)
     finally:
-        await transport.release_request(record.id, incoming.id)
+        if not handed_off:  # a background call's worker lets go of the id when it ends
+            await transport.release_request(record.id, incoming.id)
 
 
 async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
@@ -182,7 +184,8 @@ async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord
 
 
 async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
-                        incoming: jsonrpc.Incoming) -> None:
+                        incoming: jsonrpc.Incoming) -> bool:
+    """Serve the request on an SSE stream; True when a background call's worker holds it now."""
     transport = consumer.transport
     sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
                       stall_timeout=transport.sse_stall_timeout)
@@ -193,7 +196,7 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
         # goes out with the first event, or on its own a moment later.
         sse.hold("", event_id(post_stream(incoming.id), 0))
     answer = await consumer.while_connected(
-        transport.server.handle_async(incoming.message, session), sse.disconnected
+        transport.server.handle_async(incoming.message, session), outbound.disconnected
     )
     if answer is not None:
         try:
@@ -206,9 +209,10 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
             # unanswered (a 503 now would lose the answer of a call that ran).
             logger.warning("the response to %r went out unstored: %s", incoming.id, exc)
             await sse.event(jsonrpc.encode(answer), last=True)
-            return
+            return False
     if not sse.begun:
         await consumer.reply(202)
     else:
         await sse.finish()
+    return outbound.request_handed_off
 

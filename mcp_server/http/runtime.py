@@ -14,6 +14,8 @@ heartbeat of that channel, renewed here, tells the other processes it is alive (
 | ``mcp.broadcast`` | every process (group) | writes the event on every local stream |
 | ``mcp.listen`` | every process (group) | offers the notification to the local listen streams |
 | ``mcp.close`` | every process (group) | ends the session's local streams and requests |
+| ``mcp.end`` | the process holding a stream | ends it (a cancelled background call: no response) |
+| ``mcp.call`` | the web process holding a relayed background call | a message of its worker |
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class Runtime:
         self.streams: dict[tuple[str, str], ListenStream] = {}
         # The 2026-07-28 subscriptions/listen streams this process writes (listen_streams.py).
         self.listens = ListenRegistry()
+        # Relayed background calls this process answers: call id -> what their worker sends.
+        self.calls: dict[str, asyncio.Queue] = {}
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -189,6 +193,14 @@ class Runtime:
             self.listens.offer(message["message"])
         elif kind == "mcp.close":
             self._close_locally(session_id)
+        elif kind == "mcp.end":
+            stream = self.streams.get((session_id, message["stream"]))
+            if stream is not None:
+                stream.close()
+        elif kind == "mcp.call":
+            queue = self.calls.get(message["call_id"])
+            if queue is not None:
+                queue.put_nowait(message["item"])
 
     def _close_locally(self, session_id: str) -> None:
         """End the session's streams here and stop its requests (they then send nothing)."""

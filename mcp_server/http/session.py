@@ -61,6 +61,16 @@ class HTTPServerSession(ServerSession):
         self.transport.runtime.in_flight.pop((self.record.id, request_key(request_id)), None)
 
 
+class _Detached:
+    """The SSE "connection" of a request served where its client never is (a background call's
+    worker): always closed, so every message is stored and handed to the stream's holder."""
+
+    closed = True
+
+
+DETACHED = _Detached()
+
+
 class PostOutbound:
     """Where a session's messages go while one POST is served.
 
@@ -79,6 +89,16 @@ class PostOutbound:
         self.stream = post_stream(request_id)
         # The sequence of the last event written on the stream (0: the priming event).
         self.last_sequence = 0
+        # A background call's: the stream that writes what its worker sends, and whether the
+        # worker now holds the request (this process must not let go of its id when it ends).
+        self.listener: Any = None
+        self.request_handed_off = False
+
+    def disconnected(self) -> None:
+        """The client dropped this request's connection."""
+        self.sse.disconnected()
+        if self.listener is not None:
+            self.listener.disconnected()
 
     async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
         is_request = "id" in message and "method" in message

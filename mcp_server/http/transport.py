@@ -362,6 +362,14 @@ class StreamableHTTPTransport:
                 await self.state.add_counted(f"req:{session_id}:{key}", runtime.channel_key, ttl,
                                              self._held_key(session_id), max(ttl, HELD_TTL))
 
+    async def take_request(self, session_id: str, request_id: Any) -> None:
+        """This process (a background call's worker) holds the request from now on: cancels and
+        the checks of whether its server lives come here. Also renews a hold that is this one's."""
+        key, value = self._request_key(session_id, request_id), self.runtime.channel_key
+        ttl = self.request_claim_ttl
+        if not await self.state.add_counted(key, value, ttl, self._held_key(session_id), max(ttl, HELD_TTL)):
+            await self.state.set(key, value, ttl)
+
     async def release_request(self, session_id: str, request_id: Any) -> None:
         # Only this process's claim: a process thought dead may find its id claimed anew. (A
         # request that ends while the transport closes has no runtime left to name it.)
@@ -405,7 +413,35 @@ class StreamableHTTPTransport:
                                               lambda: self._answer_stopped(session_id, request_id))
 
     async def _answer_stopped(self, session_id: str, request_id: Any) -> None:
+        if not await self._background_call_stopped(session_id, request_id):
+            return
         await self.deliver(session_id, post_stream(request_id), request_stopped(request_id))
+
+    async def _background_call_stopped(self, session_id: str, request_id: Any) -> bool:
+        """Whether a request whose holder died gets its error: unless it is a background call
+        that a live worker has started meanwhile (the worker answers it). Its record ends failed."""
+        from ..background import records
+
+        call = await records.of_request(session_id, request_key(request_id))
+        if call is None or call.finished:
+            return call is None
+        if call.state == records.State.RUNNING and not await self.liveness.holds_dead(
+                call.runner, self.runtime.channel_key):
+            return False
+        return await records.finish(call.id, records.State.FAILED, error="its process stopped")
+
+    async def request_cancelled(self, session_id: str, request_id: Any) -> bool:
+        """Whether the request was a background call that ended cancelled (and so has no response)."""
+        from ..background import records
+
+        call = await records.of_request(session_id, request_key(request_id))
+        return call is not None and call.state == records.State.CANCELLED
+
+    async def end_stream(self, session_id: str, stream: str) -> None:
+        """End a session's stream wherever it is held, with no further event."""
+        holder = await self.state.get(self._stream_key(session_id, stream))
+        await self.runtime.send_to(holder and holder_channel(holder), {
+            "type": "mcp.end", "session_id": session_id, "stream": stream})
 
     async def route_cancel(self, session_id: str, request_id: Any, reason: str | None) -> None:
         key = request_key(request_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -127,3 +128,28 @@ async def touch_resource(uri: str) -> str:
     """``server.notify_resources_updated(uri)``: every subscribed session hears of it."""
     sent = mcp_server.get_server().notify_resources_updated(uri)
     return f"sent={sent}"
+
+
+@mcp_server.tool(background=True)
+def background_job(server_context: ServerContext, steps: int = 3, gate: str | None = None,
+                   ask: bool = False, limit: float = 60.0) -> str:
+    """A background call: ``steps`` progress notifications and a log message, then (with ``gate``)
+    a wait until that file exists or the call is cancelled, then (with ``ask``) an elicitation.
+    Returns, as JSON, the process it ran in and the colour the client gave."""
+    for step in range(1, steps + 1):
+        server_context.report_progress(step, steps, f"step {step}")
+    server_context.notify_log_message(f"background_job {server_context.request_id!r} ran", "info")
+    if gate:
+        deadline = time.monotonic() + limit
+        while not os.path.exists(gate):
+            server_context.raise_if_cancelled()
+            if time.monotonic() > deadline:
+                return json.dumps({"error": "the gate never opened"})
+            server_context.cancellation.wait(0.02)
+    server_context.raise_if_cancelled()
+    colour = None
+    if ask:
+        answer = server_context.create_form_elicitation("Which colour?", COLOUR_SCHEMA)
+        colour = (answer.get("content") or {}).get("colour")
+    return json.dumps({"pid": os.getpid(), "colour": colour})
+

@@ -1,0 +1,103 @@
+"""Running one background call, wherever it runs: its progress and end go on its record, and
+the cancel flag set on the record (by any process, or by admin) reaches the running tool."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+from typing import Any
+
+from mcp_protocol import jsonrpc
+from mcp_protocol.cancellation import CancelledError
+from mcp_protocol.errors import MCPError
+
+from ..context import ServerContext
+from ..handlers.tools import run_tool
+from ..primitives.tool import Tool
+from . import records
+
+# Seconds between two looks at the call's cancel flag (and writes of its progress) while it runs:
+# a cancel set on the record reaches the tool's ``cancelled()`` within this.
+WATCH_INTERVAL = 0.5
+
+
+def process_name() -> str:
+    """Where a call runs, readable by a person: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class BackgroundContext(ServerContext):
+    """The ``ServerContext`` of a background call: what it does in a web process, and its
+    progress is kept on the call's record too (written at most every ``WATCH_INTERVAL``)."""
+
+    def __init__(self, *args: Any, call_id: str, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.call_id = call_id
+        self._progress_lock = threading.Lock()
+        self._progress: tuple[float, float | None, str | None] | None = None
+
+    @classmethod
+    def of(cls, ctx: ServerContext, call_id: str) -> BackgroundContext:
+        """The same request as ``ctx`` (same session, same cancellation), as a background call."""
+        background = cls(ctx.server, ctx.session, request_id=ctx.request_id, method=ctx.method,
+                         params=ctx.params, message=ctx.message, cancellation=ctx.cancellation,
+                         user_context=ctx.server.server_context, call_id=call_id)
+        background.instrumentation = ctx.instrumentation
+        return background
+
+    def report_progress(self, progress: float, total: float | None = None,
+                        message: str | None = None) -> Any:
+        with self._progress_lock:
+            self._progress = (progress, total, message)
+        return super().report_progress(progress, total, message)
+
+    def take_progress(self) -> tuple[float, float | None, str | None] | None:
+        """The progress reported since the last call, if any."""
+        with self._progress_lock:
+            progress, self._progress = self._progress, None
+        return progress
+
+
+async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
+    """Run the call's tool: its result, or MCPError / CancelledError as the tool ends. The
+    record is left in its final state either way."""
+    watcher = asyncio.create_task(_watch(ctx))
+    state, error, response = records.State.FAILED, "", None
+    try:
+        result = await run_tool(ctx, tool, arguments)
+        state, response = records.State.COMPLETED, jsonrpc.response(ctx.request_id, result)
+        return result
+    except CancelledError:
+        state = records.State.CANCELLED
+        raise
+    except MCPError as exc:
+        error, response = str(exc), jsonrpc.error_from(ctx.request_id, exc)
+        raise
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await _write_progress(ctx)
+        if ctx.cancellation.cancelled:
+            state, response = records.State.CANCELLED, None
+        await records.finish(ctx.call_id, state, response, error)
+
+
+async def _watch(ctx: BackgroundContext) -> None:
+    while not ctx.cancellation.cancelled:
+        await asyncio.sleep(WATCH_INTERVAL)
+        await _write_progress(ctx)
+        if await records.cancel_requested(ctx.call_id):
+            ctx.cancellation.cancel("cancelled")
+
+
+async def _write_progress(ctx: BackgroundContext) -> None:
+    progress = ctx.take_progress()
+    if progress is not None:
+        await records.record_progress(ctx.call_id, *progress)

@@ -1,0 +1,200 @@
+"""The web process's side of a background call: record it, queue it, and stay the client's end.
+
+How the call's messages (progress, log messages, requests to the client, the response) reach the
+client depends on how the request came:
+
+- ``stream``: a handshake-era request answered on an SSE stream. The worker stores each message
+  on the request's stream, as this process would, and hands it to whoever holds that stream: this
+  process's POST stream, or the stream the client resumed on any other process. The worker holds
+  the request itself once it starts (cancels and the client's answers go straight to it), and if
+  it dies its request gets an error from whichever process watches the stream.
+- ``relay``: a request with no resumable stream (2026-07-28, JSON responses). The worker sends its
+  messages to this process, which answers the request as if the tool ran here.
+- ``local``: the embedded default (no broker), and transports no worker can reach (stdio, a
+  stateless endpoint): the tool runs in this process, with the same record and flags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from mcp_protocol.cancellation import Cancellation, CancelledError
+from mcp_protocol.errors import InternalError, MCPError
+
+from ..errors import AnsweredElsewhere
+from ..invoke import run_in_thread
+from . import records
+from .execute import BackgroundContext, execute, process_name
+from .runner import celery_enabled, enqueue, revoke
+
+if TYPE_CHECKING:
+    from ..context import ServerContext
+    from ..http.runtime import Runtime
+    from ..http.transport import StreamableHTTPTransport
+    from ..primitives.tool import Tool
+
+WORKER_STOPPED = "The worker running this call stopped before answering; send it again"
+
+
+async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) -> Any:
+    transport, runtime = _reachable_runtime(ctx)
+    delivery = "local" if transport is None else _delivery(ctx)
+    session = ctx.session
+    record = getattr(session, "record", None)  # the stored session, over Streamable HTTP
+    call = await records.create(
+        server=transport.group if transport is not None else "", tool=tool.name, arguments=arguments,
+        params=ctx.params if isinstance(ctx.params, dict) else {},
+        session_id=record.id if record is not None else "", request_id=ctx.request_id,
+        request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
+        owner_id=record.owner_id if record is not None else None, delivery=delivery,
+        web_channel=runtime.channel_key if runtime is not None else "",
+    )
+    ctx.instrumentation["background_call"] = call.id
+    if delivery == "local":
+        return await _run_here(ctx, tool, arguments, call.id, runtime)
+    unhook = ctx.cancellation.on_cancel(_cancel_forwarder(transport, runtime, call.id))
+    try:
+        if delivery == "stream":
+            await _follow_stream(ctx, transport, runtime, call.id)
+            raise AnsweredElsewhere()
+        return await _relay(ctx, transport, runtime, call.id)
+    finally:
+        unhook()
+
+
+def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | None, Runtime | None]:
+    """The HTTP transport and runtime a worker can send this request's messages to; (None, None)
+    when the call runs here (no broker, or a transport without a channel a worker can reach)."""
+    transport = getattr(ctx.session, "transport", None)
+    if transport is None:  # a 2026-07-28 request: its transport is the server's on this loop
+        loop = asyncio.get_running_loop()
+        transport = next((t for t in ctx.server.transports if loop in getattr(t, "_runtimes", {})), None)
+    runtime = getattr(transport, "_runtimes", {}).get(asyncio.get_running_loop())
+    if runtime is None or runtime.channel is None or not celery_enabled():
+        return None, runtime
+    return transport, runtime
+
+
+def _delivery(ctx: ServerContext) -> str:
+    outbound = ctx.session.outbound
+    if getattr(outbound, "sse", None) is not None and not ctx.session.is_modern:
+        return "stream"
+    return "relay"
+
+
+def _request_key(request_id: Any) -> str:
+    from ..http.session import request_key
+
+    return request_key(request_id)
+
+
+# The embedded default ---------------------------------------------------------------------------
+async def _run_here(ctx: ServerContext, tool: Tool, arguments: dict, call_id: str,
+                    runtime: Runtime | None) -> Any:
+    runner = runtime.channel_key if runtime is not None and runtime.channel else f"local:{process_name()}"
+    if await records.start(call_id, runner, process_name()) is None:
+        raise CancelledError(ctx.request_id, "cancelled before it started")
+    return await execute(BackgroundContext.of(ctx, call_id), tool, arguments)
+
+
+# Cancelling ---------------------------------------------------------------------------------------
+def _cancel_forwarder(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> Any:
+    """What runs when this process's request is cancelled: the call's flag is set (a queued call
+    is revoked), and the process running it is told at once."""
+    loop = asyncio.get_running_loop()
+
+    async def forward() -> None:
+        call = await records.request_cancel(call_id)
+        if call is None:
+            return
+        if call.state == records.State.CANCELLED and call.started_at is None:
+            await run_in_thread(revoke, call_id)
+            queue = runtime.calls.get(call_id)
+            if queue is not None:
+                queue.put_nowait({"cancelled": True})
+            stream = runtime.streams.get((call.session_id, f"post:{call.request_key}"))
+            if stream is not None:
+                stream.close()
+        elif call.runner:
+            await runtime.send_to(call.runner.split("|", 1)[0], cancel_message(call_id))
+
+    def on_cancel(_token: Cancellation) -> None:
+        loop.call_soon_threadsafe(transport._spawn, loop, forward())
+
+    return on_cancel
+
+
+def cancel_message(call_id: str) -> dict:
+    """The channel-layer message that cancels a call in the process running it."""
+    return {"type": "mcp.cancel", "session_id": "call", "request_key": call_id, "reason": "cancelled"}
+
+
+# stream: the worker writes on the request's stream ---------------------------------------------
+async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport, runtime: Runtime,
+                         call_id: str) -> None:
+    """Hold the request's stream while the worker writes to it, until its response."""
+    from ..http.listen import ListenStream
+
+    session, outbound = ctx.session, ctx.session.outbound
+    session_id, stream, token = session.record.id, outbound.stream, uuid.uuid4().hex
+    if not await transport.claim_stream(session_id, stream, token):
+        raise InternalError("this request's stream is held elsewhere")
+    listener = ListenStream(transport, session_id, stream, outbound.sse, token, final_id=ctx.request_id)
+    runtime.streams[(session_id, stream)] = listener
+    outbound.listener = listener  # a dropped connection ends it
+    try:
+        # The worker takes the request over once it starts; until then this process holds it.
+        outbound.request_handed_off = True
+        try:
+            await run_in_thread(enqueue, call_id)
+        except Exception:
+            outbound.request_handed_off = False
+            raise
+        await listener.run(None)
+    finally:
+        if runtime.streams.get((session_id, stream)) is listener:
+            del runtime.streams[(session_id, stream)]
+        await transport.release_stream(session_id, stream, token)
+
+
+# relay: the worker's messages come here -----------------------------------------------------------
+async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime: Runtime,
+                 call_id: str) -> Any:
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    runtime.calls[call_id] = queue
+    try:
+        await run_in_thread(enqueue, call_id)
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), transport.process_heartbeat_interval)
+            except TimeoutError:
+                await _check_runner(transport, runtime, call_id)
+                continue
+            if "message" in item:
+                await ctx.session.send(item["message"], related_request_id=ctx.request_id)
+            elif item.get("cancelled"):
+                raise CancelledError(ctx.request_id, "cancelled")
+            else:
+                return _result_of(item["response"])
+    finally:
+        runtime.calls.pop(call_id, None)
+
+
+async def _check_runner(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> None:
+    """A relayed call whose worker died ends with an error instead of waiting forever."""
+    call = await records.get(call_id)
+    if call is None or call.state != records.State.RUNNING:
+        return
+    if await transport.liveness.holds_dead(call.runner, runtime.channel_key):
+        await records.finish(call_id, records.State.FAILED, error=WORKER_STOPPED)
+        raise InternalError(WORKER_STOPPED)
+
+
+def _result_of(response: dict) -> Any:
+    if "error" in response:
+        error = response["error"]
+        raise MCPError(str(error.get("message", "")), code=error.get("code", -32603), data=error.get("data"))
+    return response.get("result")
+

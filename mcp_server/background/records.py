@@ -1,0 +1,110 @@
+"""The database record of each background call (``ToolCall``): every write of it, in one place.
+
+State moves one way: queued -> running -> completed | failed | cancelled (or queued -> failed |
+cancelled). Each move is one conditional UPDATE, so two processes that race (a worker starting
+the call, a web process cancelling it) cannot both win.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..invoke import run_in_thread
+from ..models import ToolCall
+
+State = ToolCall.State
+FINAL_STATES = (State.COMPLETED, State.FAILED, State.CANCELLED)
+
+
+def new_call_id() -> str:
+    """Unguessable: the id names the call to admin, and later to Tasks clients."""
+    return uuid.uuid4().hex
+
+
+def _create(**fields: Any) -> ToolCall:
+    return ToolCall.objects.create(id=new_call_id(), **fields)
+
+
+def _start(call_id: str, runner: str, worker: str) -> ToolCall | None:
+    """queued -> running, unless it was cancelled or ended meanwhile (then None: do not run it)."""
+    now = timezone.now()
+    started = ToolCall.objects.filter(id=call_id, state=State.QUEUED, cancel_requested=False).update(
+        state=State.RUNNING, runner=runner, worker=worker, started_at=now, updated_at=now)
+    return ToolCall.objects.filter(id=call_id).first() if started else None
+
+
+def _finish(call_id: str, state: str, response: dict | None = None, error: str = "",
+            from_states: tuple[str, ...] = (State.QUEUED, State.RUNNING)) -> bool:
+    now = timezone.now()
+    return bool(ToolCall.objects.filter(id=call_id, state__in=from_states).update(
+        state=state, response=response, error=error, finished_at=now, updated_at=now))
+
+
+def _record_progress(call_id: str, progress: float, total: float | None, message: str | None) -> None:
+    ToolCall.objects.filter(id=call_id).update(progress=progress, total=total, message=message or "",
+                                               updated_at=timezone.now())
+
+
+def _request_cancel(call_id: str) -> ToolCall | None:
+    """Set the call's flag; a queued call is cancelled at once. The record as it is then."""
+    with transaction.atomic():
+        ToolCall.objects.filter(id=call_id).exclude(state__in=FINAL_STATES).update(
+            cancel_requested=True, updated_at=timezone.now())
+        _finish(call_id, State.CANCELLED, from_states=(State.QUEUED,))
+        return ToolCall.objects.filter(id=call_id).first()
+
+
+def _cancel_requested(call_id: str) -> bool:
+    return ToolCall.objects.filter(id=call_id, cancel_requested=True).exists()
+
+
+def _of_request(session_id: str, request_key: str) -> ToolCall | None:
+    """The newest call of a session's request (an id may be sent again once its call ended)."""
+    return (ToolCall.objects.filter(session_id=session_id, request_key=request_key)
+            .order_by("-created_at").first())
+
+
+def _get(call_id: str) -> ToolCall | None:
+    return ToolCall.objects.filter(id=call_id).first()
+
+
+# The same, from async code (on a worker thread with fresh connections).
+async def create(**fields: Any) -> ToolCall:
+    return await run_in_thread(_create, **fields)
+
+
+async def start(call_id: str, runner: str, worker: str) -> ToolCall | None:
+    return await run_in_thread(_start, call_id, runner, worker)
+
+
+async def finish(call_id: str, state: str, response: dict | None = None, error: str = "") -> bool:
+    return await run_in_thread(_finish, call_id, state, response, error)
+
+
+async def record_progress(call_id: str, progress: float, total: float | None, message: str | None) -> None:
+    await run_in_thread(_record_progress, call_id, progress, total, message)
+
+
+async def request_cancel(call_id: str) -> ToolCall | None:
+    return await run_in_thread(_request_cancel, call_id)
+
+
+async def cancel_requested(call_id: str) -> bool:
+    return await run_in_thread(_cancel_requested, call_id)
+
+
+async def of_request(session_id: str, request_key: str) -> ToolCall | None:
+    return await run_in_thread(_of_request, session_id, request_key)
+
+
+async def get(call_id: str) -> ToolCall | None:
+    return await run_in_thread(_get, call_id)
+
+
+def fail_if_queued(call_id: str, error: str) -> bool:
+    """A queued call whose web process died: it will not run (sync)."""
+    return _finish(call_id, State.FAILED, error=error, from_states=(State.QUEUED,))

@@ -1,0 +1,45 @@
+"""Which runner background calls use, and how they are handed to Celery.
+
+``MCP_SERVER["BACKGROUND_CALLS"]``: ``"auto"`` (the default) uses Celery when the project sets
+``CELERY_BROKER_URL``, else runs them in the web process; ``"celery"`` and ``"local"`` force one.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from ..settings import mcp_settings
+
+CHOICES = ("auto", "celery", "local")
+TASK_NAME = "mcp_server.run_tool_call"
+
+
+def runner_name() -> str:
+    """``"celery"`` or ``"local"``, as configured."""
+    choice = mcp_settings.BACKGROUND_CALLS
+    if choice not in CHOICES:
+        raise ImproperlyConfigured(f"MCP_SERVER['BACKGROUND_CALLS'] must be one of {CHOICES}, not {choice!r}")
+    if choice == "auto":
+        return "celery" if getattr(settings, "CELERY_BROKER_URL", None) else "local"
+    return choice
+
+
+def celery_enabled() -> bool:
+    return runner_name() == "celery"
+
+
+def enqueue(call_id: str) -> None:
+    """Queue the call's task (blocking: it talks to the broker). At most once: the task is
+    acknowledged when a worker takes it, so a worker that dies does not get it run again."""
+    from ..tasks import run_tool_call
+
+    run_tool_call.apply_async((call_id,), task_id=call_id, acks_late=False)
+
+
+def revoke(call_id: str) -> None:
+    """Tell the workers to drop the queued task (blocking). A worker that took it anyway finds its
+    record cancelled and does not run it."""
+    from celery import current_app
+
+    current_app.control.revoke(call_id)

@@ -1,0 +1,174 @@
+"""The worker's side of a background call: the tool runs here, its messages go to the client.
+
+A worker process keeps one event loop on a thread of its own (started on its first call, after
+any fork), with the transport's runtime on it: a channel on the layer, whose heartbeat tells the
+web processes that the worker lives, and on which cancels and the client's answers arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from typing import Any
+
+from mcp_protocol import jsonrpc, methods
+from mcp_protocol.cancellation import CancelledError
+from mcp_protocol.envelope import parse_envelope
+from mcp_protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError
+
+from ..http.session import DETACHED, HTTPServerSession, PostOutbound
+from ..modern.session import ModernSession
+from ..outgoing import DeliveryError
+from . import records
+from .execute import BackgroundContext, execute, process_name
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid: int | None = None
+# Seconds between renewals of the worker's hold on a long call's request.
+CLAIM_RENEWAL = 60.0
+
+
+def run_call(call_id: str) -> str:
+    """Run the call on this process's event loop, blocking until it ended."""
+    return asyncio.run_coroutine_threadsafe(run_call_async(call_id), _event_loop()).result()
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop_pid != os.getpid():  # a forked child starts its own
+            _loop, _loop_pid = asyncio.new_event_loop(), os.getpid()
+            threading.Thread(target=_loop.run_forever, name="mcp-background", daemon=True).start()
+        return _loop
+
+
+async def run_call_async(call_id: str) -> str:
+    from ..site import get_transport
+
+    transport = get_transport()
+    runtime = await transport.ensure_runtime()
+    call = await records.start(call_id, runtime.channel_key, process_name())
+    if call is None:
+        return "not run: it was cancelled, or ended, before a worker took it"
+    stream = call.delivery == "stream"
+    if stream:
+        await transport.take_request(call.session_id, call.request_id)
+    renewal = asyncio.create_task(_renew(transport, call)) if stream else None
+    try:
+        return await _run(transport, runtime, call)
+    finally:
+        if renewal is not None:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
+        if stream:
+            await transport.release_request(call.session_id, call.request_id)
+
+
+async def _run(transport: Any, runtime: Any, call: Any) -> str:
+    server = transport.server
+    session = await _session(transport, runtime, call)
+    if session is None:
+        await records.finish(call.id, records.State.FAILED, error="the session ended before the call ran")
+        return "failed: the session ended"
+    outbound = session.outbound
+    tool = server.tools.get(call.tool)
+    if tool is None:
+        # A deploy where workers run other code than the web processes: the call ends, once.
+        error = InvalidParamsError(
+            f"Tool not found: {call.tool} is not registered in the worker {process_name()}; "
+            "workers must run the same code as the web processes", data={"name": call.tool})
+        response = jsonrpc.error_from(call.request_id, error)
+        await records.finish(call.id, records.State.FAILED, response, str(error))
+        await outbound.respond(response)
+        return "failed: unknown tool"
+    cancellation = session.begin_request(call.request_id)
+    runtime.in_flight[("call", call.id)] = cancellation
+    ctx = BackgroundContext(server, session, request_id=call.request_id, method=methods.TOOLS_CALL,
+                            params=call.params, message=jsonrpc.request(call.request_id, methods.TOOLS_CALL,
+                                                                        call.params),
+                            cancellation=cancellation, user_context=server.server_context, call_id=call.id)
+    try:
+        result = await execute(ctx, tool, call.arguments)
+        response = jsonrpc.response(call.request_id, result)
+    except CancelledError:
+        response = None
+    except MCPError as exc:
+        response = jsonrpc.error_from(call.request_id, exc)
+    except Exception as exc:
+        await server.report_exception_async(exc, {"request": ctx.message})
+        response = jsonrpc.error_response(call.request_id, INTERNAL_ERROR, "Internal error")
+    finally:
+        session.end_request(call.request_id, cancellation)
+        runtime.in_flight.pop(("call", call.id), None)
+    if response is None:  # cancelled: no response (the spec's rule); the stream just ends
+        await outbound.end()
+        return "cancelled"
+    await outbound.respond(response)
+    return "failed" if "error" in response else "completed"
+
+
+async def _session(transport: Any, runtime: Any, call: Any) -> Any:
+    """The session the tool sees, as the web process would build it; None when it ended."""
+    envelope = parse_envelope(call.params) if call.protocol_version else None
+    if envelope is not None:
+        return ModernSession(transport.server, envelope, listen_supported=True,
+                             outbound=RelayOutbound(runtime, call))
+    record = await transport.sessions.load(call.session_id)
+    if record is None:
+        return None
+    if call.delivery == "stream":
+        return HTTPServerSession(transport, record, StreamOutbound(transport, record, call.request_id))
+    session = HTTPServerSession(transport, record, RelayOutbound(runtime, call))
+    session.requests_refused = "JSON response mode does not support server-to-client requests"
+    return session
+
+
+async def _renew(transport: Any, call: Any) -> None:
+    while True:
+        await asyncio.sleep(CLAIM_RENEWAL)
+        with contextlib.suppress(Exception):
+            await transport.take_request(call.session_id, call.request_id)
+
+
+class StreamOutbound(PostOutbound):
+    """The request's stream, written from a process the client is never connected to: each
+    message is stored and handed to whoever holds the stream (see ``PostOutbound.write``)."""
+
+    def __init__(self, transport: Any, record: Any, request_id: Any):
+        super().__init__(transport, record, request_id, DETACHED)
+
+    async def respond(self, response: dict) -> None:
+        await self.write(response, last=True)
+
+    async def end(self) -> None:
+        await self.transport.end_stream(self.record.id, self.stream)
+
+
+class RelayOutbound:
+    """Messages of the request, sent to the web process that holds it (which writes them)."""
+
+    def __init__(self, runtime: Any, call: Any):
+        self.runtime = runtime
+        self.call = call
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
+        if "id" in message and "method" in message:
+            raise DeliveryError("this request's transport carries no requests to the client")
+        if related_request_id != self.call.request_id:
+            return False  # a relayed request has no other stream to put it on
+        await self._relay({"message": message})
+        return True
+
+    async def respond(self, response: dict) -> None:
+        await self._relay({"response": response})
+
+    async def end(self) -> None:
+        await self._relay({"cancelled": True})
+
+    async def _relay(self, item: dict) -> None:
+        await self.runtime.send_to(self.call.web_channel, {"type": "mcp.call", "call_id": self.call.id,
+                                                           "item": item})

@@ -44,12 +44,12 @@ def redis_client(db: int, port: int | None = None) -> Any:
 
 @contextlib.contextmanager
 def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
-            redis_port: int | None = None) -> Iterator[list[DaphneServer]]:
+            redis_port: int | None = None, env: dict | None = None) -> Iterator[list[DaphneServer]]:
     """``count`` daphne processes on one database and one (freshly flushed) Redis database (of
-    the Redis on ``redis_port``: one a test started, say)."""
+    the Redis on ``redis_port``: one a test started, say); ``env`` adds to their environment."""
     with redis_client(redis_db, redis_port) as client:
         client.flushdb()
-    env = {"REDIS_URL": f"redis://{REDIS_HOST}:{redis_port or REDIS_PORT}/{redis_db}"}
+    env = {"REDIS_URL": f"redis://{REDIS_HOST}:{redis_port or REDIS_PORT}/{redis_db}", **(env or {})}
     servers: list[DaphneServer] = []
     try:
         for _ in range(count):

@@ -1,0 +1,107 @@
+"""Real ``celery -A project worker`` processes for the background-call tests, beside the daphne
+processes of :mod:`tests.http_cluster` (same settings, same database, same Redis).
+
+The broker is Redis (a database index of its own) or RabbitMQ (guest/guest on 127.0.0.1:5672).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from .harness import REPO
+from .http_cluster import REDIS_HOST, REDIS_PORT, redis_client
+from .http_harness import database_env, stop_process
+from .services import reachable, require
+from .waiting import PATIENCE, wait_until
+
+RABBITMQ_HOST, RABBITMQ_PORT = "127.0.0.1", 5672
+RABBITMQ_URL = f"amqp://guest:guest@{RABBITMQ_HOST}:{RABBITMQ_PORT}//"
+
+
+def redis_broker(db: int) -> str:
+    """A Redis broker URL on database ``db``, emptied first (no task left from an earlier run)."""
+    with redis_client(db) as client:
+        client.flushdb()
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
+
+
+def require_rabbitmq() -> None:
+    require(reachable(RABBITMQ_HOST, RABBITMQ_PORT), f"needs RabbitMQ on {RABBITMQ_HOST}:{RABBITMQ_PORT}")
+
+
+def purge_rabbitmq_queue() -> None:
+    """Drop tasks an earlier run left in RabbitMQ's default ``celery`` queue."""
+    from kombu import Connection
+
+    with Connection(RABBITMQ_URL) as connection:
+        channel = connection.channel()
+        with contextlib.suppress(Exception):  # no such queue yet
+            channel.queue_purge("celery")
+
+
+class CeleryWorker:
+    """One ``celery -A project worker`` process (the solo pool: the task runs in the process
+    itself, so killing the process kills the call), started with the test settings."""
+
+    def __init__(self, *, broker_url: str, redis_url: str, mcp_settings_json: str = "{}",
+                 settings_module: str = "tests.http_settings", name: str = "worker",
+                 env: dict | None = None):
+        self.name = name
+        self.log_path = Path(f"/tmp/mcp-celery-{os.getpid()}-{name}-{id(self)}.log")
+        inherited = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+        child_env = {
+            **inherited,
+            "DJANGO_SETTINGS_MODULE": settings_module,
+            "MCP_TEST_HTTP_SETTINGS": mcp_settings_json,
+            "PYTHONUNBUFFERED": "1",
+            "REDIS_URL": redis_url,
+            "CELERY_BROKER_URL": broker_url,
+            **database_env(),
+            **(env or {}),
+        }
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool=solo",
+             "--loglevel=info", "--without-gossip", "--without-mingle", "--without-heartbeat",
+             f"--hostname={name}-{id(self)}@%h"],
+            cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        wait_until(self._ready, PATIENCE, f"celery worker {name} to be ready")
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"celery worker exited with {self.process.returncode}:\n{self.log}")
+        return " ready." in self.log
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        self._log.close()
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as when the machine runs out of memory."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(PATIENCE)
+        self._log.close()
+
+
+@contextlib.contextmanager
+def celery_worker(**options: object) -> Iterator[CeleryWorker]:
+    worker = CeleryWorker(**options)  # type: ignore[arg-type]
+    try:
+        yield worker
+    finally:
+        if worker.process.poll() is None:
+            worker.stop()
+        else:
+            with contextlib.suppress(Exception):
+                worker._log.close()

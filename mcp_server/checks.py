@@ -52,3 +52,36 @@ def check_request_state_keys(app_configs: Any = None, **kwargs: Any) -> list[che
              "print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())\"",
         id="mcp_server.E010",
     ) for message in errors]
+
+
+@checks.register()
+def check_background_calls(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Background calls on Celery need what lets a worker reach the web processes."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .background.runner import runner_name
+
+    try:
+        runner = runner_name()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="mcp_server.E020")]
+    if runner != "celery":
+        return []
+    errors = []
+    backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", "")
+    if not backend or backend.endswith("InMemoryChannelLayer"):
+        errors.append(checks.Error(
+            "Background tool calls run on Celery workers, but the channel layer is not shared "
+            "between processes: a worker could not reach the web process holding a call.",
+            hint="Use channels_redis (CHANNEL_LAYERS with REDIS_URL, as project/settings.py does), "
+                 "or set MCP_SERVER['BACKGROUND_CALLS'] = 'local'.",
+            id="mcp_server.E021",
+        ))
+    if mcp_settings.REDIS_URL is None and mcp_settings.SHARED_STATE_CLASS is None:
+        errors.append(checks.Error(
+            "Background tool calls run on Celery workers, but MCP_SERVER['REDIS_URL'] is not set: "
+            "workers and web processes would not share which process holds which request.",
+            hint="Set MCP_SERVER['REDIS_URL'] (and REDIS_URL for the channel layer).",
+            id="mcp_server.E022",
+        ))
+    return errors

@@ -72,7 +72,7 @@ async def test_official_client_uses_the_demo_server_over_stdio(tmp_path):
 
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert set(tools) == {"echo", "add", "slow_count", "confirm_action", "delete_note",
-                                  "diagnose"}
+                                  "diagnose", "count_in_background"}
             assert tools["add"].output_schema["properties"] == {"sum": {"type": "number"}}
             echoed = await session.call_tool("echo", {"message": "héllo ✓"})
             assert echoed.is_error is False

@@ -101,9 +101,9 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         server.initialize()
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
         assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "diagnose",
-                         "sleepy", "announce",
+                         "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
-                         "touch_resource"]
+                         "touch_resource", "background_job"]
         assert server.close() == 0
 
 
@@ -508,8 +508,46 @@ def test_every_setting_is_covered_here():
                "INSTRUMENTATION_CALLBACK", "INSTRUMENT_SERVER_CONTEXT", "VALIDATE_TOOL_CALL_ARGUMENTS",
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
-               "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS}
+               "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
+               "BACKGROUND_CALLS"}
     assert covered == set(DEFAULTS)
+
+
+# --- BACKGROUND_CALLS: where background tools run, and the checks of what Celery needs -----------
+
+REDIS_LAYER = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
+MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def test_background_calls_use_celery_only_with_a_broker_unless_forced():
+    from mcp_server.background.runner import runner_name
+
+    with override_settings(MCP_SERVER=demo_with(), CELERY_BROKER_URL=None):
+        assert runner_name() == "local"
+    with override_settings(MCP_SERVER=demo_with(), CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
+        assert runner_name() == "celery"
+    with override_settings(MCP_SERVER=demo_with(BACKGROUND_CALLS="local"),
+                           CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
+        assert runner_name() == "local"
+    with override_settings(MCP_SERVER=demo_with(BACKGROUND_CALLS="threads")), \
+            pytest.raises(ImproperlyConfigured, match="BACKGROUND_CALLS"):
+        runner_name()
+
+
+def test_check_refuses_celery_that_cannot_reach_the_web_processes():
+    from mcp_server.checks import check_background_calls
+
+    def ids(**overrides: Any) -> list[str]:
+        with override_settings(**overrides):
+            return [message.id for message in check_background_calls()]
+
+    broker = "redis://127.0.0.1:1/0"
+    assert ids(MCP_SERVER=demo_with(), CELERY_BROKER_URL=None, CHANNEL_LAYERS=MEMORY_LAYER) == []
+    assert ids(MCP_SERVER=demo_with(REDIS_URL=None), CELERY_BROKER_URL=broker,
+               CHANNEL_LAYERS=MEMORY_LAYER) == ["mcp_server.E021", "mcp_server.E022"]
+    assert ids(MCP_SERVER=demo_with(REDIS_URL="redis://127.0.0.1:1/0"), CELERY_BROKER_URL=broker,
+               CHANNEL_LAYERS=REDIS_LAYER) == []
+    assert ids(MCP_SERVER=demo_with(BACKGROUND_CALLS="threads")) == ["mcp_server.E020"]
 
 
 # --- CFG-01: the default server's configuration over the global one -------------------------------

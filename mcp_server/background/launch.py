@@ -24,7 +24,10 @@ from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import InternalError, MCPError
 
 from ..errors import AnsweredElsewhere
+from ..http.event_store import post_stream
+from ..http.liveness import holder_channel
 from ..invoke import run_in_thread
+from ..models import ToolCall
 from . import records
 from .execute import BackgroundContext, execute, process_name
 from .runner import celery_enabled, enqueue, revoke
@@ -54,12 +57,19 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
     ctx.instrumentation["background_call"] = call.id
     if delivery == "local":
         return await _run_here(ctx, tool, arguments, call.id, runtime)
-    unhook = ctx.cancellation.on_cancel(_cancel_forwarder(transport, runtime, call.id))
+    unhook = ctx.cancellation.on_cancel(_cancel_forwarder(transport, call.id))
     try:
         if delivery == "stream":
             await _follow_stream(ctx, transport, runtime, call.id)
             raise AnsweredElsewhere()
         return await _relay(ctx, transport, runtime, call.id)
+    except (AnsweredElsewhere, CancelledError):
+        raise
+    except Exception as exc:
+        # The call ended in an error: the worker's (its record says so already), or this side's
+        # (the broker refused the task, say), which the record must say too.
+        await records.finish(call.id, records.State.FAILED, error=f"{type(exc).__name__}: {exc}")
+        raise
     finally:
         unhook()
 
@@ -100,30 +110,45 @@ async def _run_here(ctx: ServerContext, tool: Tool, arguments: dict, call_id: st
 
 
 # Cancelling ---------------------------------------------------------------------------------------
-def _cancel_forwarder(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> Any:
-    """What runs when this process's request is cancelled: the call's flag is set (a queued call
-    is revoked), and the process running it is told at once."""
+def _cancel_forwarder(transport: StreamableHTTPTransport, call_id: str) -> Any:
+    """What runs when this process's request is cancelled (the client's cancel, its connection
+    dropped on a 2026-07-28 request): the call is cancelled wherever it is."""
     loop = asyncio.get_running_loop()
 
-    async def forward() -> None:
-        call = await records.request_cancel(call_id)
-        if call is None:
-            return
-        if call.state == records.State.CANCELLED and call.started_at is None:
-            await run_in_thread(revoke, call_id)
-            queue = runtime.calls.get(call_id)
-            if queue is not None:
-                queue.put_nowait({"cancelled": True})
-            stream = runtime.streams.get((call.session_id, f"post:{call.request_key}"))
-            if stream is not None:
-                stream.close()
-        elif call.runner:
-            await runtime.send_to(call.runner.split("|", 1)[0], cancel_message(call_id))
-
     def on_cancel(_token: Cancellation) -> None:
-        loop.call_soon_threadsafe(transport._spawn, loop, forward())
+        loop.call_soon_threadsafe(transport._spawn, loop, cancel_call(transport, call_id))
 
     return on_cancel
+
+
+async def cancel_call(transport: StreamableHTTPTransport, call_id: str) -> ToolCall | None:
+    """Cancel a background call from any process: its flag is set (the tool sees it within
+    ``WATCH_INTERVAL`` wherever it runs) and the process running it is told at once. A call that
+    never started is cancelled for good: its task is revoked, its request let go, and whoever
+    holds its stream sees that stream end with no response. The record as it is then."""
+    call = await records.request_cancel(call_id)
+    if call is None:
+        return None
+    if call.state == records.State.RUNNING and call.runner:
+        await transport.send_to_process(holder_channel(call.runner), cancel_message(call_id))
+    elif call.state == records.State.CANCELLED and call.started_at is None:
+        if celery_enabled():
+            await run_in_thread(revoke, call_id)
+        if call.delivery == "stream":
+            await transport.let_go_of_request(call.session_id, call.request_id)
+            await transport.end_stream(call.session_id, post_stream(call.request_id))
+        elif call.delivery == "relay":
+            await transport.send_to_process(call.web_channel, {
+                "type": "mcp.call", "call_id": call_id, "item": {"cancelled": True}})
+    return call
+
+
+async def cancel_call_of_request(transport: StreamableHTTPTransport, session_id: str,
+                                 key: str) -> None:
+    """A session's ``notifications/cancelled`` for one of its requests, if it is a background call."""
+    call = await records.of_request(session_id, key)
+    if call is not None and not call.finished:
+        await cancel_call(transport, call.id)
 
 
 def cancel_message(call_id: str) -> dict:

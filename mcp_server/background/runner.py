@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_protocol.errors import InternalError
+
 from ..settings import mcp_settings
 
 CHOICES = ("auto", "celery", "local")
@@ -34,7 +36,10 @@ def enqueue(call_id: str) -> None:
     acknowledged when a worker takes it, so a worker that dies does not get it run again."""
     from ..tasks import run_tool_call
 
-    run_tool_call.apply_async((call_id,), task_id=call_id, acks_late=False)
+    try:
+        run_tool_call.apply_async((call_id,), task_id=call_id, acks_late=False)
+    except Exception as exc:  # the broker refused or did not answer
+        raise InternalError(f"The background call could not be queued: {type(exc).__name__}") from exc
 
 
 def revoke(call_id: str) -> None:

@@ -440,7 +440,7 @@ class StreamableHTTPTransport:
     async def end_stream(self, session_id: str, stream: str) -> None:
         """End a session's stream wherever it is held, with no further event."""
         holder = await self.state.get(self._stream_key(session_id, stream))
-        await self.runtime.send_to(holder and holder_channel(holder), {
+        await self.send_to_process(holder and holder_channel(holder), {
             "type": "mcp.end", "session_id": session_id, "stream": stream})
 
     async def route_cancel(self, session_id: str, request_id: Any, reason: str | None) -> None:
@@ -449,6 +449,26 @@ class StreamableHTTPTransport:
         await self.runtime.send_to(holder and holder_channel(holder), {
             "type": "mcp.cancel", "session_id": session_id, "request_key": key, "reason": reason,
         })
+        # A background call's flag too: its worker may not have started yet.
+        from ..background.launch import cancel_call_of_request
+
+        await cancel_call_of_request(self, session_id, key)
+
+    async def let_go_of_request(self, session_id: str, request_id: Any) -> None:
+        """Free a request's id whoever holds it (a background call cancelled before it ran)."""
+        await self.state.delete_counted(self._request_key(session_id, request_id),
+                                        self._held_key(session_id))
+
+    async def send_to_process(self, channel: str | None, message: dict) -> None:
+        """To the process owning ``channel``: through this process's runtime, or straight on the
+        channel layer where none runs (a management command)."""
+        runtime = self._runtimes.get(asyncio.get_running_loop())
+        if runtime is not None:
+            await runtime.send_to(channel, message)
+            return
+        layer = get_channel_layer()
+        if layer is not None and channel:
+            await on_layer(layer.send(channel, message))
 
     async def expect_answer(self, session_id: str, request_id: str, related_request_id: Any = None) -> None:
         """Record that this process waits for the client's answer to ``request_id``, sent while

@@ -25,17 +25,6 @@ def echo(message: str) -> str:
     return message
 
 
-@mcp_server.tool(background=True)
-def count_slowly(server_context: ServerContext, to: int = 5) -> str:
-    """Count to ``to``, one step a second, with progress: a long call, run by a Celery worker when
-    the project has a broker (CELERY_BROKER_URL), else in the web process. Cancel it any time."""
-    for step in range(1, to + 1):
-        if server_context.cancellation.wait(1.0):  # a second, or less if cancelled
-            server_context.raise_if_cancelled()
-        server_context.report_progress(step, to, f"{step} of {to}")
-    return f"Counted to {to}"
-
-
 @mcp_server.register
 class Add(Tool):
     """A class-based tool with an output schema: the sum comes back as structured content."""
@@ -126,6 +115,17 @@ async def diagnose(server_context: ServerContext) -> str:
 
 LANGUAGES = ["english", "french", "german", "italian", "spanish"]
 STYLES = ["casual", "formal", "pirate"]
+
+
+@mcp_server.tool(background=True)
+def count_in_background(server_context: ServerContext, to: int = 5) -> str:
+    """Count to ``to``, one step a second, with progress: a long call, run by a Celery worker when
+    the project has a broker (CELERY_BROKER_URL), else in the web process. Cancel it any time."""
+    for step in range(1, to + 1):
+        if server_context.cancellation.wait(1.0):  # a second, or less if cancelled
+            server_context.raise_if_cancelled()
+        server_context.report_progress(step, to, f"{step} of {to}")
+    return f"Counted to {to}"
 
 
 @mcp_server.register

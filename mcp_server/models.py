@@ -134,6 +134,10 @@ class ToolCall(models.Model):
     runner = models.CharField(max_length=200, blank=True, default="")
     worker = models.CharField(max_length=255, blank=True, default="")
     cancel_requested = models.BooleanField(default=False)
+    # Whether the tool says it is idempotent (its idempotentHint): then a call whose worker died
+    # may run again, ``attempts`` counting the runs started.
+    idempotent = models.BooleanField(default=False)
+    attempts = models.PositiveSmallIntegerField(default=0)
     # The JSON-RPC response it ended with (None while it runs, and for a cancelled call).
     response = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
     error = models.TextField(blank=True, default="")

@@ -50,6 +50,9 @@ DEFAULTS: dict[str, Any] = {
     # Where tools marked background=True run: "auto" (Celery workers when the project sets
     # CELERY_BROKER_URL, else the web process), "celery" or "local".
     "BACKGROUND_CALLS": "auto",
+    # Times a background call of an idempotent tool (annotated idempotent_hint=True) runs again
+    # when its worker dies mid-call (0: never; other tools never run twice).
+    "BACKGROUND_RETRIES": 1,
     # Streamable HTTP (the /mcp endpoint), with the option names of StreamableHTTPTransport.
     # No session ids and no server-to-client messages; every POST stands alone.
     "STATELESS": False,

@@ -103,7 +103,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "diagnose",
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
-                         "touch_resource", "background_job"]
+                         "touch_resource", "background_job", "idempotent_job"]
         assert server.close() == 0
 
 
@@ -509,7 +509,7 @@ def test_every_setting_is_covered_here():
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
                "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
-               "BACKGROUND_CALLS"}
+               "BACKGROUND_CALLS", "BACKGROUND_RETRIES"}
     assert covered == set(DEFAULTS)
 
 

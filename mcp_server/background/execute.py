@@ -10,7 +10,7 @@ import socket
 import threading
 from typing import Any
 
-from mcp_protocol import jsonrpc
+from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import MCPError
 
@@ -101,3 +101,22 @@ async def _write_progress(ctx: BackgroundContext) -> None:
     progress = ctx.take_progress()
     if progress is not None:
         await records.record_progress(ctx.call_id, *progress)
+
+
+class ProgressFloor:
+    """Progress must increase (the specification): what does not go past the highest progress the
+    client has seen does not pass (a run started again after its worker died counts anew)."""
+
+    def __init__(self, highest: float | None = None):
+        self.highest = highest
+
+    def passes(self, message: dict) -> bool:
+        if message.get("method") != methods.NOTIFICATIONS_PROGRESS:
+            return True
+        value = (message.get("params") or {}).get("progress")
+        if not isinstance(value, int | float):
+            return True
+        if self.highest is not None and value <= self.highest:
+            return False
+        self.highest = value
+        return True

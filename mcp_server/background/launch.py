@@ -29,7 +29,8 @@ from ..http.liveness import holder_channel
 from ..invoke import run_in_thread
 from ..models import ToolCall
 from . import records
-from .execute import BackgroundContext, execute, process_name
+from .execute import BackgroundContext, ProgressFloor, execute, process_name
+from .recovery import run_again
 from .runner import celery_enabled, enqueue, revoke
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
         session_id=record.id if record is not None else "", request_id=ctx.request_id,
         request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
         owner_id=record.owner_id if record is not None else None, delivery=delivery,
+        idempotent=bool((tool.annotations or {}).get("idempotentHint")),
         web_channel=runtime.channel_key if runtime is not None else "",
     )
     ctx.instrumentation["background_call"] = call.id
@@ -189,6 +191,7 @@ async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime
                  call_id: str) -> Any:
     queue: asyncio.Queue[dict] = asyncio.Queue()
     runtime.calls[call_id] = queue
+    progress = ProgressFloor()
     try:
         await run_in_thread(enqueue, call_id)
         while True:
@@ -198,6 +201,8 @@ async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime
                 await _check_runner(transport, runtime, call_id)
                 continue
             if "message" in item:
+                if not progress.passes(item["message"]):
+                    continue  # a run after a dead worker's repeats what the client has seen
                 await ctx.session.send(item["message"], related_request_id=ctx.request_id)
             elif item.get("cancelled"):
                 raise CancelledError(ctx.request_id, "cancelled")
@@ -213,6 +218,8 @@ async def _check_runner(transport: StreamableHTTPTransport, runtime: Runtime, ca
     if call is None or call.state != records.State.RUNNING:
         return
     if await transport.liveness.holds_dead(call.runner, runtime.channel_key):
+        if await run_again(transport, call):
+            return
         await records.finish(call_id, records.State.FAILED, error=WORKER_STOPPED)
         raise InternalError(WORKER_STOPPED)
 

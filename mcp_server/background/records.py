@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ..invoke import run_in_thread
@@ -33,8 +34,17 @@ def _start(call_id: str, runner: str, worker: str) -> ToolCall | None:
     """queued -> running, unless it was cancelled or ended meanwhile (then None: do not run it)."""
     now = timezone.now()
     started = ToolCall.objects.filter(id=call_id, state=State.QUEUED, cancel_requested=False).update(
-        state=State.RUNNING, runner=runner, worker=worker, started_at=now, updated_at=now)
+        state=State.RUNNING, runner=runner, worker=worker, started_at=now, updated_at=now,
+        attempts=F("attempts") + 1)
     return ToolCall.objects.filter(id=call_id).first() if started else None
+
+
+def _requeue(call_id: str, dead_runner: str, retries: int) -> bool:
+    """running -> queued for an idempotent call whose runner died, while it has runs left."""
+    return bool(ToolCall.objects.filter(
+        id=call_id, state=State.RUNNING, runner=dead_runner, idempotent=True, cancel_requested=False,
+        attempts__lte=retries,
+    ).update(state=State.QUEUED, runner="", worker="", updated_at=timezone.now()))
 
 
 def _finish(call_id: str, state: str, response: dict | None = None, error: str = "",
@@ -83,6 +93,10 @@ async def start(call_id: str, runner: str, worker: str) -> ToolCall | None:
 
 async def finish(call_id: str, state: str, response: dict | None = None, error: str = "") -> bool:
     return await run_in_thread(_finish, call_id, state, response, error)
+
+
+async def requeue(call_id: str, dead_runner: str, retries: int) -> bool:
+    return await run_in_thread(_requeue, call_id, dead_runner, retries)
 
 
 async def record_progress(call_id: str, progress: float, total: float | None, message: str | None) -> None:

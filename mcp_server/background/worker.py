@@ -18,11 +18,12 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.envelope import parse_envelope
 from mcp_protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError
 
+from ..http.event_store import EventsDropped
 from ..http.session import DETACHED, HTTPServerSession, PostOutbound
 from ..modern.session import ModernSession
 from ..outgoing import DeliveryError
 from . import records
-from .execute import BackgroundContext, execute, process_name
+from .execute import BackgroundContext, ProgressFloor, execute, process_name
 
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -121,10 +122,24 @@ async def _session(transport: Any, runtime: Any, call: Any) -> Any:
     if record is None:
         return None
     if call.delivery == "stream":
-        return HTTPServerSession(transport, record, StreamOutbound(transport, record, call.request_id))
+        outbound = StreamOutbound(transport, record, call.request_id)
+        if call.attempts > 1:  # a run after a dead worker's: progress goes on from what was sent
+            outbound.progress = ProgressFloor(await _highest_progress(transport, outbound))
+        return HTTPServerSession(transport, record, outbound)
     session = HTTPServerSession(transport, record, RelayOutbound(runtime, call))
     session.requests_refused = "JSON response mode does not support server-to-client requests"
     return session
+
+
+async def _highest_progress(transport: Any, outbound: StreamOutbound) -> float | None:
+    try:
+        events = await transport.events.replay(outbound.record.id, outbound.stream, 0)
+    except EventsDropped:
+        return None  # what was sent is gone from the store, and so from any resumed stream
+    floor = ProgressFloor()
+    for _sequence, message, _level in events:
+        floor.passes(message)
+    return floor.highest
 
 
 async def _renew(transport: Any, call: Any) -> None:
@@ -140,6 +155,12 @@ class StreamOutbound(PostOutbound):
 
     def __init__(self, transport: Any, record: Any, request_id: Any):
         super().__init__(transport, record, request_id, DETACHED)
+        self.progress = ProgressFloor()
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool:
+        if not self.progress.passes(message):
+            return False
+        return await super().send(message, related_request_id=related_request_id)
 
     async def respond(self, response: dict) -> None:
         await self.write(response, last=True)

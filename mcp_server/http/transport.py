@@ -419,15 +419,19 @@ class StreamableHTTPTransport:
 
     async def _background_call_stopped(self, session_id: str, request_id: Any) -> bool:
         """Whether a request whose holder died gets its error: unless it is a background call
-        that a live worker has started meanwhile (the worker answers it). Its record ends failed."""
+        that a live worker has started meanwhile (the worker answers it), or one queued again
+        (an idempotent tool's, see background/recovery.py). Otherwise its record ends failed."""
         from ..background import records
+        from ..background.recovery import run_again
 
         call = await records.of_request(session_id, request_key(request_id))
         if call is None or call.finished:
             return call is None
-        if call.state == records.State.RUNNING and not await self.liveness.holds_dead(
-                call.runner, self.runtime.channel_key):
-            return False
+        if call.state == records.State.RUNNING:
+            if not await self.liveness.holds_dead(call.runner, self.runtime.channel_key):
+                return False
+            if await run_again(self, call):
+                return False
         return await records.finish(call.id, records.State.FAILED, error="its process stopped")
 
     async def request_cancelled(self, session_id: str, request_id: Any) -> bool:

@@ -136,6 +136,18 @@ def background_job(server_context: ServerContext, steps: int = 3, gate: str | No
     """A background call: ``steps`` progress notifications and a log message, then (with ``gate``)
     a wait until that file exists or the call is cancelled, then (with ``ask``) an elicitation.
     Returns, as JSON, the process it ran in and the colour the client gave."""
+    return _background_job(server_context, steps, gate, ask, limit)
+
+
+@mcp_server.tool(background=True, annotations={"idempotent_hint": True})
+def idempotent_job(server_context: ServerContext, steps: int = 3, gate: str | None = None,
+                   limit: float = 60.0) -> str:
+    """``background_job``, declared idempotent: run again when its worker dies mid-call."""
+    return _background_job(server_context, steps, gate, False, limit)
+
+
+def _background_job(server_context: ServerContext, steps: int, gate: str | None, ask: bool,
+                    limit: float) -> str:
     for step in range(1, steps + 1):
         server_context.report_progress(step, steps, f"step {step}")
     server_context.notify_log_message(f"background_job {server_context.request_id!r} ran", "info")

@@ -1,0 +1,42 @@
+"""A background call whose runner died mid-call: it ends with an error, or, when its tool is
+idempotent and has runs left (``BACKGROUND_RETRIES``), it is queued again and its client waits."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..invoke import run_in_thread
+from ..models import ToolCall
+from ..settings import mcp_settings
+from . import records
+from .runner import celery_enabled, enqueue
+
+if TYPE_CHECKING:
+    from ..http.transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.background")
+
+
+async def run_again(transport: StreamableHTTPTransport, call: ToolCall) -> bool:
+    """Queue ``call`` again after its runner died; True when it was (no error for the client).
+
+    Called by the one process that found the runner dead (the take-over of its claim is atomic,
+    and the record moves back to ``queued`` only from that runner): a run is never started twice
+    for one death. That process holds the request until a worker takes it.
+    """
+    if not call.idempotent or call.delivery == "local" or not celery_enabled():
+        return False
+    if not await records.requeue(call.id, call.runner, mcp_settings.BACKGROUND_RETRIES):
+        return False
+    if call.delivery == "stream":
+        await transport.take_request(call.session_id, call.request_id)
+    try:
+        # A task id of its own: a worker remembers revoked and finished ids.
+        await run_in_thread(enqueue, call.id, f"{call.id}.{call.attempts}")
+    except Exception as exc:
+        logger.warning("queueing %s again failed: %s", call.id, exc)
+        return False
+    logger.info("the worker running %s (%s) stopped; it runs again (run %d)", call.id, call.tool,
+                call.attempts + 1)
+    return True

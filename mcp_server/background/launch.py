@@ -79,12 +79,15 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
 def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | None, Runtime | None]:
     """The HTTP transport and runtime a worker can send this request's messages to; (None, None)
     when the call runs here (no broker, or a transport without a channel a worker can reach)."""
+    # Read first, whatever the transport: an unknown BACKGROUND_CALLS value is refused on stdio
+    # too, never silently run here.
+    celery = celery_enabled()
     transport = getattr(ctx.session, "transport", None)
     if transport is None:  # a 2026-07-28 request: its transport is the server's on this loop
         loop = asyncio.get_running_loop()
         transport = next((t for t in ctx.server.transports if loop in getattr(t, "_runtimes", {})), None)
     runtime = getattr(transport, "_runtimes", {}).get(asyncio.get_running_loop())
-    if runtime is None or runtime.channel is None or not celery_enabled():
+    if runtime is None or runtime.channel is None or not celery:
         return None, runtime
     return transport, runtime
 

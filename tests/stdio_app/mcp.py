@@ -11,7 +11,7 @@ import time
 import mcp_server
 from mcp_protocol import methods
 from mcp_protocol.cancellation import CancelledError
-from mcp_server import MCPError, ServerContext
+from mcp_server import InputRequiredResult, MCPError, ServerContext
 from mcp_server.logging_levels import LEVELS
 
 # What ask_client(request="elicit") asks for.
@@ -165,3 +165,24 @@ def _background_job(server_context: ServerContext, steps: int, gate: str | None,
         colour = (answer.get("content") or {}).get("colour")
     return json.dumps({"pid": os.getpid(), "colour": colour})
 
+
+
+# What background_confirm asks for.
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Go ahead"}},
+    "required": ["confirm"],
+}
+
+
+@mcp_server.tool(background=True)
+def background_confirm(action: str, server_context: ServerContext) -> str | InputRequiredResult:
+    """A background call that needs the user's confirmation: its first run returns input_required
+    (a form, the action as request state); run again with the answer, it returns as JSON the
+    process it ran in, the action and whether it was confirmed."""
+    answer = server_context.input_response("confirm")
+    if answer is None or server_context.request_state != action:
+        return InputRequiredResult({"confirm": InputRequiredResult.form_elicitation(
+            f"Really {action}?", CONFIRM_SCHEMA)}, request_state=action)
+    confirmed = answer.get("action") == "accept" and bool((answer.get("content") or {}).get("confirm"))
+    return json.dumps({"pid": os.getpid(), "action": action, "confirmed": confirmed})

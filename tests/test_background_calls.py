@@ -325,8 +325,8 @@ def test_a_worker_without_the_tool_fails_the_call_and_goes_on_serving(skewed):
     assert handshake.response == exchange.response
     # Not a crash loop: the worker lives, takes each task once, and runs the next call it gets.
     assert worker.process.poll() is None
-    assert call_tool(client, web.url, "count_slowly", {"to": 1}) == "Counted to 1"
-    counted = ToolCall.objects.get(tool="count_slowly")
+    assert call_tool(client, web.url, "count_in_background", {"to": 1}) == "Counted to 1"
+    counted = ToolCall.objects.get(tool="count_in_background")
     assert (counted.state, counted.worker) == ("completed", runs_in(worker.process.pid))
     assert received(worker) == [handshake.id, modern.id, counted.id]
 

@@ -103,7 +103,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "diagnose",
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
-                         "touch_resource", "background_job", "idempotent_job"]
+                         "touch_resource", "background_job", "idempotent_job", "background_confirm"]
         assert server.close() == 0
 
 

@@ -77,8 +77,9 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
 
 
 def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | None, Runtime | None]:
-    """The HTTP transport and runtime a worker can send this request's messages to; (None, None)
-    when the call runs here (no broker, or a transport without a channel a worker can reach)."""
+    """The HTTP transport and runtime a worker can send this request's messages to; no transport
+    when the call runs here (no broker, or a transport without a channel a worker can reach), with
+    this loop's runtime if there is one."""
     # Read first, whatever the transport: an unknown BACKGROUND_CALLS value is refused on stdio
     # too, never silently run here.
     celery = celery_enabled()

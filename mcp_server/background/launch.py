@@ -153,6 +153,11 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
             outbound.request_handed_off = False
             raise
         await listener.run(None)
+        # Ended before any worker started it (cancelled while queued): no worker will ever hold
+        # the request, so this process lets go of its id.
+        call = await records.get(call_id)
+        if call is not None and call.finished and call.started_at is None:
+            outbound.request_handed_off = False
     finally:
         if runtime.streams.get((session_id, stream)) is listener:
             del runtime.streams[(session_id, stream)]

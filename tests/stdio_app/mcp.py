@@ -132,12 +132,14 @@ async def touch_resource(uri: str) -> str:
 
 @mcp_server.tool(background=True)
 def background_job(server_context: ServerContext, steps: int = 3, gate: str | None = None,
-                   ask: bool = False, limit: float = 60.0) -> str:
+                   ask: bool = False, limit: float = 60.0, after_gate: int = 0) -> str:
     """A background call: ``steps`` progress notifications and a log message, then (with ``gate``)
-    a wait until that file exists or the call is cancelled, then (with ``ask``) an elicitation.
+    a wait until that file exists or the call is cancelled, then ``after_gate`` more progress
+    notifications, then (with ``ask``) an elicitation.
     Returns, as JSON, the process it ran in and the colour the client gave."""
+    total = steps + after_gate
     for step in range(1, steps + 1):
-        server_context.report_progress(step, steps, f"step {step}")
+        server_context.report_progress(step, total, f"step {step}")
     server_context.notify_log_message(f"background_job {server_context.request_id!r} ran", "info")
     if gate:
         deadline = time.monotonic() + limit
@@ -146,6 +148,8 @@ def background_job(server_context: ServerContext, steps: int = 3, gate: str | No
             if time.monotonic() > deadline:
                 return json.dumps({"error": "the gate never opened"})
             server_context.cancellation.wait(0.02)
+    for step in range(steps + 1, total + 1):
+        server_context.report_progress(step, total, f"step {step}")
     server_context.raise_if_cancelled()
     colour = None
     if ask:

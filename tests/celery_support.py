@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,14 +36,30 @@ def require_rabbitmq() -> None:
     require(reachable(RABBITMQ_HOST, RABBITMQ_PORT), f"needs RabbitMQ on {RABBITMQ_HOST}:{RABBITMQ_PORT}")
 
 
-def purge_rabbitmq_queue() -> None:
-    """Drop tasks an earlier run left in RabbitMQ's default ``celery`` queue."""
+def purge_rabbitmq_queue(queue: str = "celery") -> None:
+    """Drop tasks an earlier run left in a RabbitMQ queue (by default Celery's ``celery``)."""
     from kombu import Connection
 
     with Connection(RABBITMQ_URL) as connection:
         channel = connection.channel()
         with contextlib.suppress(Exception):  # no such queue yet
-            channel.queue_purge("celery")
+            channel.queue_purge(queue)
+
+
+@contextlib.contextmanager
+def rabbitmq_queue() -> Iterator[dict]:
+    """The environment of processes that queue and take tasks on a RabbitMQ queue of their own
+    (``MCP_TEST_CELERY_QUEUE``, read by tests/http_settings.py): another checkout's worker on
+    the same RabbitMQ never takes them. The queue is purged first and deleted afterwards."""
+    from kombu import Connection
+
+    queue = f"mcp-tests-{uuid.uuid4().hex[:12]}"
+    purge_rabbitmq_queue(queue)
+    try:
+        yield {"CELERY_BROKER_URL": RABBITMQ_URL, "MCP_TEST_CELERY_QUEUE": queue}
+    finally:
+        with Connection(RABBITMQ_URL) as connection, contextlib.suppress(Exception):
+            connection.channel().queue_delete(queue)
 
 
 class CeleryWorker:

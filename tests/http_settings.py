@@ -1,7 +1,7 @@
 """Settings of the daphne processes that HTTP tests start: the demo plus ``tests.stdio_app``.
 
 ``MCP_TEST_HTTP_SETTINGS`` (a JSON object) overrides keys of ``MCP_SERVER``; ``DATABASE_URL`` and
-``REDIS_URL`` work as for the demo.
+``REDIS_URL`` work as for the demo; ``MCP_TEST_CELERY_QUEUE`` names the Celery queue.
 """
 
 import json
@@ -12,6 +12,8 @@ from tests.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
 MCP_SERVER = {**MCP_SERVER, **json.loads(os.environ.get("MCP_TEST_HTTP_SETTINGS") or "{}")}
+# Background calls' Celery queue: one of a test's own on a broker other checkouts share.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("MCP_TEST_CELERY_QUEUE") or "celery"
 
 # Named, so that a test can end the processes' database connections and no others.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":

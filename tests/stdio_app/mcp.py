@@ -132,24 +132,26 @@ async def touch_resource(uri: str) -> str:
 
 @mcp_server.tool(background=True)
 def background_job(server_context: ServerContext, steps: int = 3, gate: str | None = None,
-                   ask: bool = False, limit: float = 60.0) -> str:
+                   ask: bool = False, limit: float = 60.0, after_gate: int = 0) -> str:
     """A background call: ``steps`` progress notifications and a log message, then (with ``gate``)
-    a wait until that file exists or the call is cancelled, then (with ``ask``) an elicitation.
+    a wait until that file exists or the call is cancelled, then ``after_gate`` more progress
+    notifications, then (with ``ask``) an elicitation.
     Returns, as JSON, the process it ran in and the colour the client gave."""
-    return _background_job(server_context, steps, gate, ask, limit)
+    return _background_job(server_context, steps, gate, ask, limit, after_gate)
 
 
 @mcp_server.tool(background=True, annotations={"idempotent_hint": True})
 def idempotent_job(server_context: ServerContext, steps: int = 3, gate: str | None = None,
                    limit: float = 60.0) -> str:
     """``background_job``, declared idempotent: run again when its worker dies mid-call."""
-    return _background_job(server_context, steps, gate, False, limit)
+    return _background_job(server_context, steps, gate, False, limit, 0)
 
 
 def _background_job(server_context: ServerContext, steps: int, gate: str | None, ask: bool,
-                    limit: float) -> str:
+                    limit: float, after_gate: int) -> str:
+    total = steps + after_gate
     for step in range(1, steps + 1):
-        server_context.report_progress(step, steps, f"step {step}")
+        server_context.report_progress(step, total, f"step {step}")
     server_context.notify_log_message(f"background_job {server_context.request_id!r} ran", "info")
     if gate:
         deadline = time.monotonic() + limit
@@ -158,13 +160,14 @@ def _background_job(server_context: ServerContext, steps: int, gate: str | None,
             if time.monotonic() > deadline:
                 return json.dumps({"error": "the gate never opened"})
             server_context.cancellation.wait(0.02)
+    for step in range(steps + 1, total + 1):
+        server_context.report_progress(step, total, f"step {step}")
     server_context.raise_if_cancelled()
     colour = None
     if ask:
         answer = server_context.create_form_elicitation("Which colour?", COLOUR_SCHEMA)
         colour = (answer.get("content") or {}).get("colour")
     return json.dumps({"pid": os.getpid(), "colour": colour})
-
 
 
 # What background_confirm asks for.

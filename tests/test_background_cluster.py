@@ -29,7 +29,7 @@ def deployment():
 
 
 def test_progress_from_the_worker_reaches_the_client(deployment):
-    (a, b), worker = deployment
+    (a, _b), worker = deployment
     client = new_session(a.url)
     exchange = client.request("tools/call", {"name": "background_job", "arguments": {"steps": 3},
                                              "_meta": {"progressToken": "p"}}, url=a.url)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Load benchmark of the Streamable HTTP endpoint: our demo server against the official Python SDK.
 
-    bench/run                          # everything (about 10 minutes), prints the table
+    bench/run                          # everything (about 9 minutes), prints the table
     bench/run --duration 5 --only stateless --markdown   # a quicker look at one part
 
 It starts, in one run, our demo (``daphne project.asgi:application``) and a reference server on

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Load benchmark of the Streamable HTTP endpoint: our demo server against the official Python SDK.
 
-    bench/run                          # everything (about 8 minutes), prints the table
+    bench/run                          # everything (about 9 minutes), prints the table
     bench/run --duration 5 --only stateless --markdown   # a quicker look at one part
 
 It starts, in one run, our demo (``daphne project.asgi:application``) and a reference server on
@@ -16,7 +16,9 @@ drives both with the same load:
   for call.lua), the SDK's stateless server against ours on PostgreSQL + Redis (the SQLite
   default without them), at the same concurrencies;
 - whole sessions per second (initialize + initialized + one call + DELETE, ``bench/wrk/session.lua``);
-- memory per session holding an open GET stream, with 1,000 and 5,000 open (``bench/streams.py``).
+- memory per session holding an open GET stream, with 1,000 and 5,000 open (``bench/streams.py``);
+- the overhead of a background tool call (a Celery worker) against the same tool inline, ours
+  against ours (the official SDK has no background calls): ``bench/background.py``.
 
 Per row: requests per second, p50/p99 latency (wrk's), server CPU time per request (utime + stime
 of the server process and its threads, from /proc/<pid>/stat) and peak memory (VmHWM, reset before
@@ -47,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import background  # noqa: E402
 import rawhttp  # noqa: E402
 import streams  # noqa: E402
 
@@ -380,12 +383,17 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per load row (15)")
     parser.add_argument("--session-duration", type=float, default=15.0, help="seconds of sessions/s")
     parser.add_argument("--only", nargs="*", default=None,
-                        choices=("stateless", "stateful", "modern", "sessions", "streams"))
+                        choices=("stateless", "stateful", "modern", "sessions", "streams", "background"))
     parser.add_argument("--servers", nargs="*", default=None,
                         help="theirs-stateless ours-stateless ours-stateless-uvicorn theirs-stateful "
                              "ours-pg ours-sqlite ours-pg-uvicorn")
     parser.add_argument("--concurrency", type=int, nargs="*", default=list(CONCURRENCIES))
     parser.add_argument("--streams", type=int, nargs="*", default=list(STREAM_COUNTS))
+    parser.add_argument("--background-concurrency", type=int, nargs="*",
+                        default=list(background.CONCURRENCIES), help="of the background row (1 8)")
+    parser.add_argument("--worker-pool", default="solo", choices=("solo", "threads", "prefork"),
+                        help="the background row's Celery worker pool (solo: one process, one call at "
+                             "a time; the others get --concurrency of the highest concurrency)")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
                         help="an admin URL of the PostgreSQL server; a database mcp_bench is made afresh")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="a Redis database the run may flush")
@@ -397,13 +405,14 @@ def main() -> int:
               file=sys.stderr)
         return 2
     raise_fd_limit()
-    parts = set(args.only or ("stateless", "stateful", "modern", "sessions", "streams"))
+    parts = set(args.only or ("stateless", "stateful", "modern", "sessions", "streams", "background"))
     workdir = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
     notes: list[str] = []
 
     postgres_url = redis_url = None
     if reachable(args.postgres_url, 5432) and reachable(args.redis_url, 6379):
-        postgres_url = fresh_postgres(args.postgres_url)
+        # The background row makes a database of its own: alone, it leaves mcp_bench as it is.
+        postgres_url = fresh_postgres(args.postgres_url) if parts - {"background"} else args.postgres_url
         redis_url = args.redis_url
     else:
         notes.append(f"PostgreSQL ({args.postgres_url}) or Redis ({args.redis_url}) unreachable: "
@@ -417,6 +426,7 @@ def main() -> int:
     modern_servers = {"theirs-stateless", "ours-pg", "ours-pg-uvicorn"} if "ours-pg" in available \
         else {"theirs-stateless", "ours-sqlite"}
     rows: list[Row] = []
+    background_results: list[background.Measured] = []
     stream_results: dict[str, tuple[Config, list[tuple[int, int]]]] = {}
     started = time.monotonic()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, wrk: "
@@ -469,6 +479,14 @@ def main() -> int:
                     print(f"  {key} streams: {stream_results[key][1]}", file=sys.stderr)
                 finally:
                     server.stop()
+        if "background" in parts and postgres_url:
+            background_results = background.run(
+                postgres_admin_url=args.postgres_url, redis_url=redis_url, workdir=workdir,
+                start_server=lambda argv, env: Server(Config(
+                    "ours-pg-background", "ours, PostgreSQL + Redis, one Celery worker", "ours",
+                    "stateful", argv, env), workdir),
+                flush_redis=flush_redis, log=lambda line: print(line, file=sys.stderr),
+                concurrencies=tuple(args.background_concurrency), pool=args.worker_pool)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -481,6 +499,8 @@ def main() -> int:
     lines += table(rows)
     if stream_results:
         lines += stream_table(stream_results)
+    if background_results:
+        lines += background.table(background_results, args.worker_pool)
     for note in notes:
         lines.append(f"\nNote: {note}")
     print("\n".join(lines))
@@ -489,6 +509,7 @@ def main() -> int:
             "rows": [{**{k: v for k, v in vars(row).items() if k != "config"}, "server": row.config.key}
                      for row in rows],
             "streams": {key: measured for key, (_config, measured) in stream_results.items()},
+            "background": background.as_json(background_results),
         }, indent=2))
     return 0
 

@@ -14,7 +14,10 @@ class MCPServerConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 - registers the system checks
+        from .registry import changes
         from .settings import mcp_settings
+
+        changes.connect()
 
         if mcp_settings.AUTODISCOVER:
             autodiscover()

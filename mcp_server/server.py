@@ -102,6 +102,10 @@ class Server:
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
         self.resource_templates: dict[str, ResourceTemplate] = {}
+        # The registry as administrators shape it (mcp_server.registry), on the project's default
+        # server; None: the registry is what code registered, as it is.
+        self.overlay: Any = None
+        self._registry_changes = 0
         # Where server-wide notifications go: every live transport serving this server, oldest
         # first (weak references: a transport nobody serves any more is forgotten).
         self._transports: list[Callable[[], Any]] = []
@@ -119,6 +123,20 @@ class Server:
             self.add_resource(resource)
         for template in resource_templates:
             self.add_resource_template(template)
+
+    # The registry a request sees ---------------------------------------------------------------
+    @property
+    def registry_version(self) -> tuple:
+        """Changes when code registers something (or takes it out of the dicts)."""
+        return (self._registry_changes, len(self.tools), len(self.prompts), len(self.resources),
+                len(self.resource_templates))
+
+    async def registry_view(self, ctx: Any) -> Any:
+        """What ``ctx``'s request may see: ``.tools``, ``.prompts``, ``.resources`` and
+        ``.resource_templates``; the server itself when there is no overlay."""
+        if self.overlay is None:
+            return self
+        return await self.overlay.view(ctx)
 
     # Configuration -------------------------------------------------------------------------
     @property
@@ -208,6 +226,7 @@ class Server:
         if not replace and tool.name in self.tools:
             raise ValueError(f"Duplicate tool name: {tool.name}")
         self.tools[tool.name] = tool
+        self._registry_changes += 1
         return tool
 
     def add_prompt(self, prompt: Prompt | type[Prompt], *, replace: bool = False) -> Prompt:
@@ -216,12 +235,14 @@ class Server:
         if not replace and prompt.name in self.prompts:
             raise ValueError(f"Duplicate prompt name: {prompt.name}")
         self.prompts[prompt.name] = prompt
+        self._registry_changes += 1
         return prompt
 
     def add_resource(self, resource: Resource | type[Resource]) -> Resource:
         resource = _instance(resource)
         self._check_version_gates_of(resource)
         self.resources[resource.uri] = resource
+        self._registry_changes += 1
         return resource
 
     def add_resource_template(self, template: ResourceTemplate | type[ResourceTemplate]
@@ -229,6 +250,7 @@ class Server:
         template = _instance(template)
         self._check_version_gates_of(template)
         self.resource_templates[template.uri_template] = template
+        self._registry_changes += 1
         return template
 
     def register(self, item: Any) -> Any:

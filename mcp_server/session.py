@@ -39,6 +39,9 @@ class ServerSession:
     envelope: Envelope | None = None
     # Whether the transport serves subscriptions/listen streams (stdio does not: MOD-03).
     listen_supported: bool = True
+    # The pk of the Django user this session acts for (restricted registry entries: see
+    # mcp_server.registry); None is anonymous. An HTTP session's is its owner's.
+    user_id: Any = None
 
     @property
     def is_modern(self) -> bool:

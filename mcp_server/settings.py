@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a request to the client (sampling, elicitation, roots, ping) waits for its answer,
     # unless the call passes its own timeout.
     "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 600,
+    # The default server's registry as administrators shape it in admin (switches, overrides,
+    # restrictions, prompts and resources defined there), read from the database.
+    "REGISTRY_IN_DATABASE": True,
     # Where tools marked background=True run: "auto" (Celery workers when the project sets
     # CELERY_BROKER_URL, else the web process), "celery" or "local".
     "BACKGROUND_CALLS": "auto",

@@ -45,12 +45,17 @@ def build_server() -> Server:
     configuration = Configuration(**{
         field: getattr(s, key) for key, field in _CONFIGURATION_SETTINGS.items() if s.is_set(key)
     })
-    return s.SERVER_CLASS(
+    server = s.SERVER_CLASS(
         s.NAME, title=s.TITLE, version=s.VERSION, description=s.DESCRIPTION,
         instructions=s.INSTRUCTIONS, website_url=s.WEBSITE_URL, icons=s.ICONS,
         capabilities=s.CAPABILITIES, page_size=s.PAGE_SIZE, ttl_ms=s.TTL_MS,
         cache_scope=s.CACHE_SCOPE, configuration=configuration,
     )
+    if s.REGISTRY_IN_DATABASE:
+        from .registry.overlay import RegistryOverlay
+
+        server.overlay = RegistryOverlay(server)
+    return server
 
 
 _transport: Any = None

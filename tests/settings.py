@@ -10,3 +10,9 @@ import os
 os.environ.setdefault("DJANGO_DEVELOPMENT", "1")
 
 from project.settings import *  # noqa: F403
+from project.settings import MCP_SERVER
+
+# In-process tests use the default server without database access unless they ask for it, so its
+# registry is the code's alone here; the servers the tests start as processes (daphne, stdio:
+# tests.http_settings, tests.stdio_settings) read the admin-shaped registry, as a project does.
+MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": False}

@@ -20,7 +20,7 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
 
 INSTRUMENTATION_PREFIX = "mcp-test-instrumentation "
 
-MCP_SERVER = {**MCP_SERVER}
+MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": True}
 if os.environ.get("MCP_TEST_STDIO_MAX_LINE_BYTES"):
     MCP_SERVER["STDIO_MAX_LINE_BYTES"] = int(os.environ["MCP_TEST_STDIO_MAX_LINE_BYTES"])
 if os.environ.get("MCP_TEST_S2C_TIMEOUT"):

@@ -103,7 +103,8 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "diagnose",
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
-                         "touch_resource", "background_job", "idempotent_job", "background_confirm"]
+                         "touch_resource", "background_job", "idempotent_job", "background_confirm",
+                         "shape_registry"]
         assert server.close() == 0
 
 
@@ -158,6 +159,7 @@ def test_autodiscover_false_builds_an_empty_default_server(default_server_restor
 # --- MCP_SERVER shapes the default server ---------------------------------------------------------
 
 IDENTITY = {
+    "REGISTRY_IN_DATABASE": False,  # no database in this module's tests (see tests/settings.py)
     "NAME": "settings-server",
     "TITLE": "From settings",
     "VERSION": "9.8.7",

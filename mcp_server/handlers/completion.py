@@ -26,21 +26,21 @@ async def complete(ctx: ServerContext) -> dict[str, Any]:
         and isinstance(argument.get("value"), str)
     ):
         raise InvalidParamsError("Invalid params: 'argument' needs string 'name' and 'value'")
-    _check_reference(server, ref)
+    _check_reference(await server.registry_view(ctx), ref)
     if server.hooks.completion is None:
         return _empty()
     return _normalize(await call_with_params(server.hooks.completion, params, ctx))
 
 
-def _check_reference(server: Any, ref: dict) -> None:
+def _check_reference(registry: Any, ref: dict) -> None:
     if ref["type"] == "ref/prompt":
         name = ref.get("name")
-        if name not in server.prompts:
+        if name not in registry.prompts:
             raise InvalidParamsError(f"Prompt not found {name}", data={"name": name})
     elif ref["type"] == "ref/resource":
         uri = ref.get("uri")
-        known = uri in server.resources or any(
-            t.uri_template == uri for t in server.resource_templates.values()
+        known = uri in registry.resources or any(
+            t.uri_template == uri for t in registry.resource_templates.values()
         )
         if not known:
             raise InvalidParamsError(f"Resource not found: {uri}", data={"uri": uri})

@@ -19,7 +19,8 @@ from .params import as_object, optional_object, required_string
 async def list_prompts(ctx: ServerContext) -> dict[str, Any]:
     server = ctx.server
     params = as_object(ctx.params, "prompts/list")
-    prompts, next_cursor = page(list(server.prompts.values()), params, server.page_size)
+    registry = await server.registry_view(ctx)
+    prompts, next_cursor = page(list(registry.prompts.values()), params, server.page_size)
     result: dict[str, Any] = {"prompts": [prompt.to_dict() for prompt in prompts]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
@@ -30,7 +31,7 @@ async def get_prompt(ctx: ServerContext) -> dict[str, Any]:
     server = ctx.server
     params = as_object(ctx.params, "prompts/get")
     name = required_string(params, "name", "prompts/get")
-    prompt = server.prompts.get(name)
+    prompt = (await server.registry_view(ctx)).prompts.get(name)
     if prompt is None:
         ctx.instrumentation["error"] = "prompt_not_found"
         raise InvalidParamsError(f"Prompt not found {name}", data={"name": name})

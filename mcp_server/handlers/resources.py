@@ -22,7 +22,7 @@ async def list_resources(ctx: ServerContext) -> dict[str, Any]:
     if server.hooks.resources_list is not None:
         items = list(await call_with_params(server.hooks.resources_list, params, ctx) or [])
     else:
-        items = list(server.resources.values())
+        items = list((await server.registry_view(ctx)).resources.values())
     resources, next_cursor = page(items, params, server.page_size)
     result: dict[str, Any] = {"resources": [_wire(r) for r in resources]}
     if next_cursor is not None:
@@ -33,7 +33,8 @@ async def list_resources(ctx: ServerContext) -> dict[str, Any]:
 async def list_templates(ctx: ServerContext) -> dict[str, Any]:
     server = ctx.server
     params = as_object(ctx.params, "resources/templates/list")
-    templates, next_cursor = page(list(server.resource_templates.values()), params, server.page_size)
+    registry = await server.registry_view(ctx)
+    templates, next_cursor = page(list(registry.resource_templates.values()), params, server.page_size)
     result: dict[str, Any] = {"resourceTemplates": [t.to_dict() for t in templates]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
@@ -58,13 +59,14 @@ async def read_resource(ctx: ServerContext) -> dict[str, Any]:
 
 async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any] | InputRequiredResult:
     server = ctx.server
-    resource = server.resources.get(uri)
+    registry = await server.registry_view(ctx)
+    resource = registry.resources.get(uri)
     if resource is not None and resource.readable:
         extra = {"server_context": ctx} if resource.wants_context else {}
         value = await mrtr.run_rounds(ctx, lambda: call_user_code(resource.handler, **extra))
         return value if isinstance(value, InputRequiredResult) \
             else read_result(value, uri, resource.mime_type)
-    for template in server.resource_templates.values():
+    for template in registry.resource_templates.values():
         variables = template.match(uri) if template.readable else None
         if variables is not None:
             ctx.instrumentation["resource_template"] = template.uri_template
@@ -73,7 +75,8 @@ async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any] |
                 ctx, partial(call_user_code, template.handler, **variables, **extra))
             return value if isinstance(value, InputRequiredResult) \
                 else read_result(value, uri, template.mime_type)
-    if server.serves_reads:
+    if server.serves_reads or (registry is not server and (
+            registry.resource_templates or any(r.readable for r in registry.resources.values()))):
         raise ResourceNotFoundError(uri, params)
     # Nothing registered serves reads: a read is a no-op, as documented.
     return {"contents": []}

@@ -25,7 +25,8 @@ INTERNAL_ERROR_TEXT = "Internal error occurred"
 async def list_tools(ctx: ServerContext) -> dict[str, Any]:
     server = ctx.server
     params = as_object(ctx.params, "tools/list")
-    tools, next_cursor = page(list(server.tools.values()), params, server.page_size)
+    registry = await server.registry_view(ctx)
+    tools, next_cursor = page(list(registry.tools.values()), params, server.page_size)
     handshake = not is_modern_version(ctx.protocol_version)
     result: dict[str, Any] = {"tools": [_entry(tool, handshake) for tool in tools]}
     if next_cursor is not None:
@@ -47,7 +48,7 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
     data = ctx.instrumentation
     params = as_object(ctx.params, "tools/call")
     name = required_string(params, "name", "tools/call")
-    tool = server.tools.get(name)
+    tool = (await server.registry_view(ctx)).tools.get(name)
     if tool is None:
         data["error"] = "tool_not_found"
         raise InvalidParamsError(f"Tool not found: {name}", data={"name": name})

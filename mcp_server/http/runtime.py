@@ -14,6 +14,7 @@ heartbeat of that channel, renewed here, tells the other processes it is alive (
 | ``mcp.broadcast`` | every process (group) | writes the event on every local stream |
 | ``mcp.listen`` | every process (group) | offers the notification to the local listen streams |
 | ``mcp.close`` | every process (group) | ends the session's local streams and requests |
+| ``mcp.registry`` | every process (group) | drops its registry snapshot (an admin change) |
 | ``mcp.end`` | the process holding a stream | ends it (a cancelled background call: no response) |
 | ``mcp.call`` | the web process holding a relayed background call | a message of its worker |
 """
@@ -193,6 +194,10 @@ class Runtime:
             self.listens.offer(message["message"])
         elif kind == "mcp.close":
             self._close_locally(session_id)
+        elif kind == "mcp.registry":
+            overlay = self.transport.server.overlay
+            if overlay is not None:
+                overlay.invalidate()
         elif kind == "mcp.end":
             stream = self.streams.get((session_id, message["stream"]))
             if stream is not None:

@@ -39,6 +39,10 @@ class HTTPServerSession(ServerSession):
         self.client_capabilities = record.client_capabilities
         self.log_level = record.log_level or None
 
+    @property
+    def user_id(self) -> Any:  # type: ignore[override]
+        return self.record.owner_id
+
     async def set_log_level(self, level: str) -> None:
         self.log_level = level
         await self.transport.sessions.update(self.record, log_level=level)

@@ -497,7 +497,7 @@ class StreamableHTTPTransport:
         claim = await self.state.get(key)
         if claim is None:
             if is_request_id_we_sent(response_id):
-                await self._tell_every_process({"type": "mcp.response", "session_id": session_id,
+                await self.tell_every_process({"type": "mcp.response", "session_id": session_id,
                                                 "message": message})
             return
         if await self.liveness.holds_dead(claim, self.runtime.channel_key):
@@ -517,13 +517,13 @@ class StreamableHTTPTransport:
         A process that died holding a claim leaves the count above zero: the message goes then.
         """
         if await self.state.count(self._held_key(session_id)) > 0:
-            await self._tell_every_process({"type": "mcp.close", "session_id": session_id})
+            await self.tell_every_process({"type": "mcp.close", "session_id": session_id})
         await self.state.delete(self._held_key(session_id))
         forget = getattr(self.events, "forget", None)  # an EventStore written before forget()
         if forget is not None:
             await forget(session_id)
 
-    async def _tell_every_process(self, message: dict) -> None:
+    async def tell_every_process(self, message: dict) -> None:
         """Through the channel layer's group of processes; works where no runtime runs too
         (a management command, a Celery task)."""
         layer = get_channel_layer()
@@ -565,14 +565,14 @@ class StreamableHTTPTransport:
     async def broadcast_async(self, message: dict, level: str | None = None) -> bool:
         async with self._publishing():
             sequence = await self.events.append(None, self.broadcast_stream, message, level or "")
-            await self._tell_every_process({"type": "mcp.broadcast", "sequence": sequence,
+            await self.tell_every_process({"type": "mcp.broadcast", "sequence": sequence,
                                             "message": message, "level": level or ""})
         return True
 
     async def tell_listen_streams(self, message: dict) -> bool:
         """Offer a notification to the ``subscriptions/listen`` streams of every process (each
         delivers it where its filter says so); nothing is stored."""
-        await self._tell_every_process({"type": "mcp.listen", "message": message})
+        await self.tell_every_process({"type": "mcp.listen", "message": message})
         return True
 
     def notify_resource_updated(self, uri: str) -> bool:

@@ -189,3 +189,15 @@ def background_confirm(action: str, server_context: ServerContext) -> str | Inpu
             f"Really {action}?", CONFIRM_SCHEMA)}, request_state=action)
     confirmed = answer.get("action") == "accept" and bool((answer.get("content") or {}).get("confirm"))
     return json.dumps({"pid": os.getpid(), "action": action, "confirmed": confirmed})
+
+
+@mcp_server.tool
+def shape_registry(kind: str, name: str, enabled: bool = True, permission: str = "") -> str:
+    """Save an administrator's setting of a registered tool, prompt or resource through this
+    process's ORM, as admin does: every process hears of it."""
+    from mcp_server.models import PrimitiveSetting
+
+    PrimitiveSetting.objects.update_or_create(
+        server=mcp_server.get_server().name, kind=kind, name=name,
+        defaults={"enabled": enabled, "permission": permission})
+    return "saved"

@@ -1,0 +1,91 @@
+"""An administrator's change of the registry, saved through one daphne process's ORM, reaches the
+other process (PostgreSQL + Redis): its tools/list, its sessions' GET streams (one list_changed per
+save), and the restrictions hold on both."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from mcp_server.models import PrimitiveSetting
+
+from .http_cluster import call_tool, cluster, events_until, new_session, open_stream, require_services
+from .http_harness import HTTPClient
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+REDIS_DB = 2
+LIST_CHANGED = "notifications/tools/list_changed"
+
+
+@pytest.fixture(scope="module")
+def servers(django_db_setup, django_db_blocker):
+    require_services()
+    with django_db_blocker.unblock(), cluster(2, redis_db=REDIS_DB) as servers:
+        yield servers
+
+
+def names(client: HTTPClient, url: str) -> set[str]:
+    exchange = client.request("tools/list", {}, url=url)
+    return {tool["name"] for tool in exchange.response["result"]["tools"]}
+
+
+def logged_in(user: User, url: str) -> HTTPClient:
+    """A session opened with ``user``'s Django session cookie: the user owns it."""
+    browser = Client()
+    browser.force_login(user)
+    client = HTTPClient(url)
+    client.http.cookies.set("sessionid", browser.cookies["sessionid"].value)
+    client.initialize(url=url)
+    return client
+
+
+def test_a_tool_disabled_on_one_process_is_gone_on_the_other(servers):
+    a, b = servers
+    watcher = new_session(b.url)
+    stream = open_stream(watcher, b.url)
+    try:
+        assert "echo" in names(watcher, b.url)
+        assert call_tool(new_session(a.url), a.url, "shape_registry",
+                         {"kind": "tool", "name": "echo", "enabled": False}) == "saved"
+        assert call_tool(new_session(a.url), a.url, "shape_registry",
+                         {"kind": "tool", "name": "echo", "enabled": True}) == "saved"
+        events = events_until(stream, LIST_CHANGED)
+        events += events_until(stream, LIST_CHANGED)
+        # One list_changed per save, each after the process dropped its old registry.
+        assert [e.message["method"] for e in events if e.message.get("method") == LIST_CHANGED] == [
+            LIST_CHANGED, LIST_CHANGED]
+        assert "echo" in names(watcher, b.url)
+        call_tool(new_session(a.url), a.url, "shape_registry",
+                  {"kind": "tool", "name": "echo", "enabled": False})
+        events_until(stream, LIST_CHANGED)
+        assert "echo" not in names(watcher, b.url)
+        refused = watcher.request("tools/call", {"name": "echo", "arguments": {"message": "x"}}, url=b.url)
+        assert refused.response["error"]["message"] == "Tool not found: echo"
+    finally:
+        stream.close()
+        PrimitiveSetting.objects.filter(name="echo").delete()
+
+
+def test_a_restricted_tool_is_seen_only_by_users_holding_the_permission(servers):
+    a, b = servers
+    holder, other = User.objects.create_user("holder"), User.objects.create_user("other")
+    holder.user_permissions.add(Permission.objects.get(codename="view_session",
+                                                       content_type__app_label="mcp_server"))
+    watcher = new_session(b.url)
+    stream = open_stream(watcher, b.url)
+    try:
+        call_tool(new_session(a.url), a.url, "shape_registry",
+                  {"kind": "tool", "name": "add", "permission": "mcp_server.view_session"})
+        events_until(stream, LIST_CHANGED)
+        for url in (a.url, b.url):
+            assert "add" not in names(new_session(url), url)
+            assert "add" not in names(logged_in(other, url), url)
+            assert "add" in names(logged_in(holder, url), url)
+        refused = logged_in(other, b.url).request(
+            "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, url=b.url)
+        assert refused.response["error"]["message"] == "Tool not found: add"
+    finally:
+        stream.close()
+        PrimitiveSetting.objects.filter(name="add").delete()

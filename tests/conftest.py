@@ -93,3 +93,15 @@ def short_lived_connections():
     connection.settings_dict["CONN_MAX_AGE"] = 0
     yield
     connection.settings_dict["CONN_MAX_AGE"] = saved
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """Each phase's report on the item, for fixtures that act on a failure (browser screenshots)."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+# The ``browser`` fixture (headless Chromium) for every test module.
+from .browser import browser  # noqa: E402, F401

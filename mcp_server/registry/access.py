@@ -47,13 +47,32 @@ _grants: dict[Any, tuple[float, Grant | None]] = {}
 _lock = threading.Lock()
 
 
-def grant_of(user_id: Any) -> Grant | None:
-    """The user's grant (blocking: ORM queries; cached ``GRANT_TTL`` s); None for no such user."""
-    now = time.monotonic()
+_MISSING = object()
+
+
+def cached_grant(user_id: Any) -> Any:
+    """The user's grant if this process read it less than ``GRANT_TTL`` s ago, else ``_MISSING``."""
     with _lock:
         cached = _grants.get(user_id)
-    if cached is not None and now - cached[0] < GRANT_TTL:
+    if cached is not None and time.monotonic() - cached[0] < GRANT_TTL:
         return cached[1]
+    return _MISSING
+
+
+async def grant_for(user_id: Any) -> Grant | None:
+    """The user's grant, read on a worker thread when not cached; None for no such user."""
+    from ..invoke import run_in_thread
+
+    grant = cached_grant(user_id)
+    return await run_in_thread(grant_of, user_id) if grant is _MISSING else grant
+
+
+def grant_of(user_id: Any) -> Grant | None:
+    """The user's grant (blocking: ORM queries; cached ``GRANT_TTL`` s); None for no such user."""
+    grant = cached_grant(user_id)
+    if grant is not _MISSING:
+        return grant
+    now = time.monotonic()
     grant = _load(user_id)
     with _lock:
         if len(_grants) > 10_000:  # bounded: the oldest half goes

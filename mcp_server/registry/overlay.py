@@ -79,7 +79,7 @@ class RegistryOverlay:
         if not snapshot.restricted:
             return snapshot.open_view
         user_id = ctx.session.user_id
-        grant = None if user_id is None else await run_in_thread(access.grant_of, user_id)
+        grant = None if user_id is None else await access.grant_for(user_id)
         cached = self._views.get(grant)
         if cached is not None and cached[0] is snapshot:
             return cached[1]

@@ -316,6 +316,11 @@ def configs(workdir: Path, postgres_url: str | None, redis_url: str | None) -> d
         "ours-sqlite": Config("ours-sqlite", "ours, SQLite (embedded default)", "ours", "stateful",
                               daphne, sqlite, [migrate]),
     }
+    # The same without the registry admin shapes: what reading it costs a call.
+    found["ours-stateless-code-registry"] = Config(
+        "ours-stateless-code-registry", "ours, registry as code defines it", "ours", "stateless", daphne,
+        {**sqlite, "MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1", "MCP_REGISTRY_IN_DATABASE": "0"},
+        [migrate])
     found["ours-stateless-uvicorn"] = Config(
         "ours-stateless-uvicorn", "ours under uvicorn", "ours", "stateless", uvicorn,
         {**sqlite, "MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1"}, [migrate])
@@ -418,8 +423,8 @@ def main() -> int:
         notes.append(f"PostgreSQL ({args.postgres_url}) or Redis ({args.redis_url}) unreachable: "
                      "no PostgreSQL + Redis rows")
     available = configs(workdir, postgres_url, redis_url)
-    order = ("theirs-stateless", "ours-stateless", "ours-stateless-uvicorn", "theirs-stateful", "ours-pg",
-             "ours-sqlite", "ours-pg-uvicorn")
+    order = ("theirs-stateless", "ours-stateless", "ours-stateless-code-registry", "ours-stateless-uvicorn",
+             "theirs-stateful", "ours-pg", "ours-sqlite", "ours-pg-uvicorn")
     wanted = [key for key in order if key in available and (not args.servers or key in args.servers)]
     # The modern row: the SDK's stateless server, ours in production shape (else the default), and
     # ours under uvicorn where that runs (to tell the ASGI server's share apart).

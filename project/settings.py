@@ -153,6 +153,10 @@ if os.environ.get("MCP_STATELESS") == "1":
     MCP_SERVER["STATELESS"] = True
 if os.environ.get("MCP_JSON_RESPONSE") == "1":
     MCP_SERVER["ENABLE_JSON_RESPONSE"] = True
+# MCP_REGISTRY_IN_DATABASE=0 serves the registry as code defines it, without admin's changes
+# (bench/run measures what reading them costs).
+if os.environ.get("MCP_REGISTRY_IN_DATABASE") == "0":
+    MCP_SERVER["REGISTRY_IN_DATABASE"] = False
 # A load generator opens thousands of sessions from one address: MCP_MAX_SESSIONS_PER_PRINCIPAL=none
 # lifts the per-principal limit (a number sets it).
 if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):

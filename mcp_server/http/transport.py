@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
-import logging
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -22,21 +20,13 @@ from django.conf import settings
 
 from mcp_protocol import methods
 
-from ..outgoing import is_request_id_we_sent
-from .event_store import (
-    GET_STREAM,
-    DatabaseEventStore,
-    EventStore,
-    RedisEventStore,
-    broadcast_stream,
-    post_stream,
-)
+from .claims import Claims
+from .event_store import GET_STREAM, DatabaseEventStore, EventStore, RedisEventStore, broadcast_stream
 from .limits import StreamSlots, check_limits
 from .listen_filter import LISTENABLE
-from .liveness import Liveness, holder_channel, request_stopped
-from .redis_client import Backoff, RedisUnavailable
-from .runtime import Runtime, on_layer, runtime_group
-from .session import request_key
+from .liveness import Liveness
+from .routing import Routing
+from .runtime import Runtime, runtime_group
 from .session_store import SessionStore
 from .shared_state import LocalState, RedisState, SharedState
 from .subscriptions import SubscriptionStore
@@ -44,17 +34,10 @@ from .subscriptions import SubscriptionStore
 if TYPE_CHECKING:
     from ..server import Server
 
-logger = logging.getLogger("mcp_server.http")
-
 MIB = 1024 * 1024
-# How long a session's count of claims outlives its last claim (a day): past that, it reads 0.
-HELD_TTL = 24 * 3600.0
-# Attempts at releasing a request's claim that Redis did not take when the request ended (about
-# ten minutes of retries, each delay doubling up to 30 s).
-RELEASE_ATTEMPTS = 25
 
 
-class StreamableHTTPTransport:
+class StreamableHTTPTransport(Claims, Routing):
     """Serve ``server`` over Streamable HTTP; ``transport.as_asgi()`` is the ASGI application.
 
     Options keep the names of the Ruby SDK: ``stateless``, ``enable_json_response``,
@@ -216,323 +199,6 @@ class StreamableHTTPTransport:
                 await runtime.stop()
                 raise
         return runtime
-
-    # Routing between processes ---------------------------------------------------------------
-    def _stream_key(self, session_id: str, stream: str) -> str:
-        return f"stream:{session_id}:{stream}"
-
-    # Every claim (an open stream, a request in flight) is counted per session, so that ending a
-    # session that holds nothing anywhere (the usual DELETE) needs no message to every process.
-    @staticmethod
-    def _held_key(session_id: str) -> str:
-        return f"held:{session_id}"
-
-    async def _claim(self, session_id: str, key: str, value: str, ttl: float,
-                     on_dead: Callable[[], Any] | None = None) -> bool:
-        """Claim ``key`` for this process; a claim of a dead process is taken over first."""
-        held = self._held_key(session_id)
-        if await self.state.add_counted(key, value, ttl, held, max(ttl, HELD_TTL)):
-            return True
-        if not await self._release_dead_claim(session_id, key, on_dead):
-            return False
-        return await self.state.add_counted(key, value, ttl, held, max(ttl, HELD_TTL))
-
-    async def _release_dead_claim(self, session_id: str, key: str,
-                                  on_dead: Callable[[], Any] | None = None) -> bool:
-        """When a dead process holds ``key``: run ``on_dead`` and remove the claim, in exactly one
-        process (True there). False when the holder lives, or another process is taking over."""
-        claim = await self.liveness.dead_claim(key, self.runtime.channel_key)
-        if claim is None or not await self.liveness.take_over(key, claim):
-            return False
-        if on_dead is not None:
-            await on_dead()
-        await self.state.delete_counted(key, self._held_key(session_id), expected=claim)
-        return True
-
-    async def claim_stream(self, session_id: str, stream: str, token: str) -> bool:
-        value = f"{self.runtime.channel_key}|{token}"
-        return await self._claim(session_id, self._stream_key(session_id, stream), value,
-                                 self.stream_claim_ttl)
-
-    async def renew_stream(self, session_id: str, stream: str, token: str) -> bool:
-        """Extend this stream's claim; False when another process took it over (this process
-        was taken for dead: it missed its heartbeats), and this stream must end."""
-        key, held = self._stream_key(session_id, stream), self._held_key(session_id)
-        value = f"{self.runtime.channel_key}|{token}"
-        current = await self.state.touch(key, self.stream_claim_ttl)
-        if current is not None and current != value:
-            return False
-        # A claim that is gone (it lapsed, or Redis lost its data: a flush, a failover to an empty
-        # replica) is still ours unless claimed since: made again, and counted, as reclaim() does.
-        if current is None and not await self.state.add_counted(key, value, self.stream_claim_ttl,
-                                                                held, HELD_TTL):
-            return await self.state.get(key) == value  # reclaim() made it meanwhile
-        await self.state.touch(held, HELD_TTL)  # a stream may outlive a day
-        return True
-
-    async def release_stream(self, session_id: str, stream: str, token: str) -> None:
-        value = f"{self.runtime.channel_key}|{token}"
-        await self.state.delete_counted(self._stream_key(session_id, stream), self._held_key(session_id),
-                                        expected=value)
-
-    def _publishing(self) -> asyncio.Lock:
-        """Held while an event is stored and sent, one event at a time per event loop.
-
-        ``server.notify_*`` sends each event from a task of its own and stores it on a worker
-        thread; without this, events emitted one after the other could be numbered, or reach a
-        stream, in another order (a log message at each level arriving shuffled, and a client
-        resuming after the last id it saw getting the ones it had again).
-        """
-        loop = asyncio.get_running_loop()
-        lock = self._publish_locks.get(loop)
-        if lock is None:
-            lock = self._publish_locks[loop] = asyncio.Lock()
-        return lock
-
-    async def deliver(self, session_id: str, stream: str, message: dict, level: str = "") -> bool:
-        """Store an event of one of a session's streams, then hand it to whoever holds it.
-
-        True when a process held the stream; the event is stored either way and reaches the
-        client when it resumes the stream.
-        """
-        runtime = await self.ensure_runtime()
-        async with self._publishing():
-            sequence, holder = await self.store_event(session_id, stream, message, level)
-            if sequence is None:
-                return False  # the session is gone
-            return await self.send_event_to(holder, session_id, stream, sequence, message, level,
-                                            runtime)
-
-    async def store_event(self, session_id: str, stream: str, message: dict,
-                          level: str = "") -> tuple[int | None, str | None]:
-        """Store an event of a session's stream: its sequence (None: the session is gone) and
-        who holds the stream once it is stored (None: nobody), read in the same round trip when
-        the event store shares the shared state's Redis (the built-in stores, as configured)."""
-        key = self._stream_key(session_id, stream)
-        if self._events_read_the_state:
-            return await self.events.append_watched(session_id, stream, message, key, level)
-        sequence = await self.events.append(session_id, stream, message, level)
-        if sequence is None:
-            return None, None
-        return sequence, await self.state.get(key)
-
-    async def hand_over(self, session_id: str, stream: str, sequence: int, message: dict,
-                        level: str = "", runtime: Runtime | None = None) -> bool:
-        """Hand a stored event to whoever holds its stream now; False when nobody does."""
-        holder = await self.state.get(self._stream_key(session_id, stream))
-        return await self.send_event_to(holder, session_id, stream, sequence, message, level, runtime)
-
-    async def send_event_to(self, holder: str | None, session_id: str, stream: str, sequence: int,
-                            message: dict, level: str = "", runtime: Runtime | None = None) -> bool:
-        if holder is None:
-            return False
-        await (runtime or self.runtime).send_to(holder.split("|", 1)[0], {
-            "type": "mcp.deliver", "session_id": session_id, "stream": stream,
-            "sequence": sequence, "message": message, "level": level,
-        })
-        return True
-
-    @staticmethod
-    def _request_key(session_id: str, request_id: Any) -> str:
-        return f"req:{session_id}:{request_key(request_id)}"
-
-    @property
-    def request_claim_ttl(self) -> float:
-        return (self.server_to_client_request_timeout or 600) * 2 + 3600
-
-    async def claim_request(self, session_id: str, request_id: Any) -> bool:
-        """False while the id is in flight in a live process; the request of a dead one gets its
-        error first (:meth:`settle_orphaned_request`), then the id is claimed again."""
-        return await self._claim(session_id, self._request_key(session_id, request_id),
-                                 self.runtime.channel_key, self.request_claim_ttl,
-                                 lambda: self._answer_stopped(session_id, request_id))
-
-    async def reclaim(self, runtime: Runtime) -> None:
-        """Claim again what ``runtime``'s process holds, where the claim is gone (Redis lost its
-        data: a flush, a failover to an empty replica), so that deliveries, cancels and a DELETE
-        reach its streams and requests again. A claim still there is left as it is."""
-        for (session_id, stream), listener in list(runtime.streams.items()):
-            await self.state.add_counted(self._stream_key(session_id, stream),
-                                         f"{runtime.channel_key}|{listener.token}", self.stream_claim_ttl,
-                                         self._held_key(session_id), HELD_TTL)
-        ttl = self.request_claim_ttl
-        for session_id, key in list(runtime.in_flight):
-            # Checked at the last moment: a request that ended meanwhile has released its claim.
-            if (session_id, key) in runtime.in_flight:
-                await self.state.add_counted(f"req:{session_id}:{key}", runtime.channel_key, ttl,
-                                             self._held_key(session_id), max(ttl, HELD_TTL))
-
-    async def take_request(self, session_id: str, request_id: Any) -> None:
-        """This process (a background call's worker) holds the request from now on: cancels and
-        the checks of whether its server lives come here. Also renews a hold that is this one's."""
-        key, value = self._request_key(session_id, request_id), self.runtime.channel_key
-        ttl = self.request_claim_ttl
-        if not await self.state.add_counted(key, value, ttl, self._held_key(session_id), max(ttl, HELD_TTL)):
-            await self.state.set(key, value, ttl)
-
-    async def release_request(self, session_id: str, request_id: Any) -> None:
-        # Only this process's claim: a process thought dead may find its id claimed anew. (A
-        # request that ends while the transport closes has no runtime left to name it.)
-        loop = asyncio.get_running_loop()
-        runtime = self._runtimes.get(loop)
-        key, held = self._request_key(session_id, request_id), self._held_key(session_id)
-        expected = runtime.channel_key if runtime is not None else None
-        try:
-            await self.state.delete_counted(key, held, expected=expected)
-        except RedisUnavailable as exc:
-            # The request is over; its id must not stay taken (409) for the claim's whole life
-            # because Redis did not answer just now: released in the background once it does.
-            logger.warning("releasing %s failed (%s); retrying in the background", key, exc)
-            self._spawn(loop, self._release_later(key, held, expected))
-
-    async def _release_later(self, key: str, held: str, expected: str | None) -> None:
-        backoff = Backoff(base=0.5, cap=30.0)
-        for _attempt in range(RELEASE_ATTEMPTS):
-            await asyncio.sleep(backoff.next_delay())
-            try:
-                await self.state.delete_counted(key, held, expected=expected)
-                return
-            except RedisUnavailable:
-                continue
-        # Past this, the claim lapses at the end of its time to live.
-
-    async def request_in_flight(self, session_id: str, request_id: Any) -> bool:
-        """Whether some process holds the request (alive or not yet known dead)."""
-        return await self.state.get(self._request_key(session_id, request_id)) is not None
-
-    async def request_served_alive(self, session_id: str, request_id: Any) -> bool:
-        """Whether a live process serves the request now."""
-        claim = await self.state.get(self._request_key(session_id, request_id))
-        return claim is not None and not await self.liveness.holds_dead(claim, self.runtime.channel_key)
-
-    async def settle_orphaned_request(self, session_id: str, request_id: Any) -> bool:
-        """If the process serving the request died, store its error response as the last event of
-        its stream (reaching whoever resumes it) and free the id: True in the one process that
-        did it."""
-        return await self._release_dead_claim(session_id, self._request_key(session_id, request_id),
-                                              lambda: self._answer_stopped(session_id, request_id))
-
-    async def _answer_stopped(self, session_id: str, request_id: Any) -> None:
-        if not await self._background_call_stopped(session_id, request_id):
-            return
-        await self.deliver(session_id, post_stream(request_id), request_stopped(request_id))
-
-    async def _background_call_stopped(self, session_id: str, request_id: Any) -> bool:
-        """Whether a request whose holder died gets its error: unless it is a background call
-        that a live worker has started meanwhile (the worker answers it), or one queued again
-        (an idempotent tool's, see background/recovery.py). Otherwise its record ends failed."""
-        from ..background import records
-        from ..background.recovery import run_again
-
-        call = await records.of_request(session_id, request_key(request_id))
-        if call is None or call.finished:
-            return call is None
-        if call.state == records.State.RUNNING:
-            if not await self.liveness.holds_dead(call.runner, self.runtime.channel_key):
-                return False
-            if await run_again(self, call):
-                return False
-        return await records.finish(call.id, records.State.FAILED, error="its process stopped")
-
-    async def request_cancelled(self, session_id: str, request_id: Any) -> bool:
-        """Whether the request was a background call that ended cancelled (and so has no response)."""
-        from ..background import records
-
-        call = await records.of_request(session_id, request_key(request_id))
-        return call is not None and call.state == records.State.CANCELLED
-
-    async def end_stream(self, session_id: str, stream: str) -> None:
-        """End a session's stream wherever it is held, with no further event."""
-        holder = await self.state.get(self._stream_key(session_id, stream))
-        await self.send_to_process(holder and holder_channel(holder), {
-            "type": "mcp.end", "session_id": session_id, "stream": stream})
-
-    async def route_cancel(self, session_id: str, request_id: Any, reason: str | None) -> None:
-        key = request_key(request_id)
-        holder = await self.state.get(f"req:{session_id}:{key}")
-        await self.runtime.send_to(holder and holder_channel(holder), {
-            "type": "mcp.cancel", "session_id": session_id, "request_key": key, "reason": reason,
-        })
-        # A background call's flag too: its worker may not have started yet.
-        from ..background.launch import cancel_call_of_request
-
-        await cancel_call_of_request(self, session_id, key)
-
-    async def let_go_of_request(self, session_id: str, request_id: Any) -> None:
-        """Free a request's id whoever holds it (a background call cancelled before it ran)."""
-        await self.state.delete_counted(self._request_key(session_id, request_id),
-                                        self._held_key(session_id))
-
-    async def send_to_process(self, channel: str | None, message: dict) -> None:
-        """To the process owning ``channel``: through this process's runtime, or straight on the
-        channel layer where none runs (a management command)."""
-        runtime = self._runtimes.get(asyncio.get_running_loop())
-        if runtime is not None:
-            await runtime.send_to(channel, message)
-            return
-        layer = get_channel_layer()
-        if layer is not None and channel:
-            await on_layer(layer.send(channel, message))
-
-    async def expect_answer(self, session_id: str, request_id: str, related_request_id: Any = None) -> None:
-        """Record that this process waits for the client's answer to ``request_id``, sent while
-        serving ``related_request_id`` (which gets an error if this process dies meanwhile)."""
-        ttl = (self.server_to_client_request_timeout or 86400) + 60
-        value = self.runtime.channel_key
-        if related_request_id is not None:
-            value += "|" + json.dumps(related_request_id)
-        await self.state.set(f"s2c:{session_id}:{request_id}", value, ttl)
-
-    async def route_response(self, session_id: str, message: dict) -> None:
-        """A client's answer, to the process waiting for it (only within the same session).
-
-        When that process died, the request it was serving gets its error instead. When nothing
-        says who waits (the shared state lost its data, say), every process is asked: the one
-        waiting for that id takes it, instead of its request running into its timeout.
-        """
-        response_id = message.get("id")
-        if not isinstance(response_id, str):
-            return
-        key = f"s2c:{session_id}:{response_id}"
-        claim = await self.state.get(key)
-        if claim is None:
-            if is_request_id_we_sent(response_id):
-                await self.tell_every_process({"type": "mcp.response", "session_id": session_id,
-                                                "message": message})
-            return
-        if await self.liveness.holds_dead(claim, self.runtime.channel_key):
-            await self.state.delete(key, expected=claim)
-            _channel, _, related = claim.partition("|")
-            if related:
-                await self.settle_orphaned_request(session_id, json.loads(related))
-            return
-        await self.runtime.send_to(holder_channel(claim), {
-            "type": "mcp.response", "session_id": session_id, "message": message})
-
-    async def close_session(self, session_id: str) -> None:
-        """End the session's streams and requests in every process, and drop its stored events.
-
-        A session with no claim (no stream open, no request in flight) anywhere has nothing to
-        end: no process is told (a message to every process costs more than the rest of a DELETE).
-        A process that died holding a claim leaves the count above zero: the message goes then.
-        """
-        if await self.state.count(self._held_key(session_id)) > 0:
-            await self.tell_every_process({"type": "mcp.close", "session_id": session_id})
-        await self.state.delete(self._held_key(session_id))
-        forget = getattr(self.events, "forget", None)  # an EventStore written before forget()
-        if forget is not None:
-            await forget(session_id)
-
-    async def tell_every_process(self, message: dict) -> None:
-        """Through the channel layer's group of processes; works where no runtime runs too
-        (a management command, a Celery task)."""
-        layer = get_channel_layer()
-        if layer is not None:
-            await on_layer(layer.group_send(self.group, message))
-            return
-        runtime = self._runtimes.get(asyncio.get_running_loop())
-        if runtime is not None:
-            await runtime.send_to_all(message)
 
     # Server-wide notifications (``server.notify_*``) --------------------------------------------
     @property

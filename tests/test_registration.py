@@ -104,7 +104,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "background_confirm",
-                         "shape_registry"]
+                         "shape_registry", "background_touch"]
         assert server.close() == 0
 
 

@@ -201,3 +201,13 @@ def shape_registry(kind: str, name: str, enabled: bool = True, permission: str =
         server=mcp_server.get_server().name, kind=kind, name=name,
         defaults={"enabled": enabled, "permission": permission})
     return "saved"
+
+
+@mcp_server.tool(background=True)
+async def background_touch(uri: str, server_context: ServerContext) -> str:
+    """An ``async def`` background tool: tells subscribers that ``uri`` changed, logs at two
+    levels, and returns the process it ran in."""
+    await server_context.notify_resources_updated(uri)
+    await server_context.notify_log_message("touched (debug)", "debug")
+    await server_context.notify_log_message("touched (warning)", "warning")
+    return json.dumps({"pid": os.getpid()})

@@ -12,6 +12,7 @@ from mcp_server.models import PrimitiveSetting
 
 from .http_cluster import call_tool, cluster, events_until, new_session, open_stream, require_services
 from .http_harness import HTTPClient
+from .test_listen_multiprocess import ACKNOWLEDGED, ListenStream
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -45,7 +46,9 @@ def test_a_tool_disabled_on_one_process_is_gone_on_the_other(servers):
     a, b = servers
     watcher = new_session(b.url)
     stream = open_stream(watcher, b.url)
+    listening = ListenStream(b.url, "registry", {"toolsListChanged": True})  # a 2026-07-28 client
     try:
+        assert listening.next()["method"] == ACKNOWLEDGED
         assert "echo" in names(watcher, b.url)
         assert call_tool(new_session(a.url), a.url, "shape_registry",
                          {"kind": "tool", "name": "echo", "enabled": False}) == "saved"
@@ -56,6 +59,7 @@ def test_a_tool_disabled_on_one_process_is_gone_on_the_other(servers):
         # One list_changed per save, each after the process dropped its old registry.
         assert [e.message["method"] for e in events if e.message.get("method") == LIST_CHANGED] == [
             LIST_CHANGED, LIST_CHANGED]
+        assert [listening.next()["method"], listening.next()["method"]] == [LIST_CHANGED, LIST_CHANGED]
         assert "echo" in names(watcher, b.url)
         call_tool(new_session(a.url), a.url, "shape_registry",
                   {"kind": "tool", "name": "echo", "enabled": False})
@@ -65,6 +69,7 @@ def test_a_tool_disabled_on_one_process_is_gone_on_the_other(servers):
         assert refused.response["error"]["message"] == "Tool not found: echo"
     finally:
         stream.close()
+        listening.close()
         PrimitiveSetting.objects.filter(name="echo").delete()
 
 

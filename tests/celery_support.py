@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from .harness import REPO
 from .http_cluster import REDIS_HOST, REDIS_PORT, redis_client
-from .http_harness import database_env, stop_process
+from .http_harness import ChildProcess, database_env
 from .services import reachable, require
 from .waiting import PATIENCE, wait_until
 
@@ -62,7 +61,7 @@ def rabbitmq_queue() -> Iterator[dict]:
             connection.channel().queue_delete(queue)
 
 
-class CeleryWorker:
+class CeleryWorker(ChildProcess):
     """One ``celery -A project worker`` process (the solo pool: the task runs in the process
     itself, so killing the process kills the call), started with the test settings."""
 
@@ -95,20 +94,6 @@ class CeleryWorker:
         if self.process.poll() is not None:
             raise RuntimeError(f"celery worker exited with {self.process.returncode}:\n{self.log}")
         return " ready." in self.log
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        stop_process(self.process)
-        self._log.close()
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup at all, as when the machine runs out of memory."""
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(PATIENCE)
-        self._log.close()
 
 
 @contextlib.contextmanager

@@ -59,7 +59,29 @@ def stop_process(process: subprocess.Popen, timeout: float = 10) -> None:
             process.wait(timeout)
 
 
-class DaphneServer:
+class ChildProcess:
+    """A process a test started (``self.process``), its output in ``self.log_path``."""
+
+    process: subprocess.Popen
+    log_path: Path
+    _log: Any
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        self._log.close()
+
+    def kill(self) -> None:
+        """Die without any cleanup (SIGKILL), as a crashed process or one out of memory does."""
+        self.process.kill()
+        self.process.wait(PATIENCE)
+        self._log.close()
+
+
+class DaphneServer(ChildProcess):
     """``daphne project.asgi:application`` on 127.0.0.1, with test settings."""
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
@@ -99,19 +121,6 @@ class DaphneServer:
         self.stop()
         raise RuntimeError(f"daphne did not listen on {self.port} in {timeout}s:\n{self.log}")
 
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        stop_process(self.process)
-        self._log.close()
-
-    def kill(self) -> None:
-        """Die without any cleanup, as a crashed worker does."""
-        self.process.kill()
-        self.process.wait(5)
-        self._log.close()
 
 
 @dataclass

@@ -54,13 +54,21 @@ class PrimitiveSetting(Restricted):
         return f"{self.get_kind_display()} {self.name}"
 
 
-class StoredPrompt(Restricted):
-    """A prompt defined in admin: its arguments, and messages whose ``{argument}`` placeholders
-    are filled from the arguments of ``prompts/get``."""
+class Described(Restricted):
+    """What a primitive defined in admin says of itself."""
 
     name = models.CharField(max_length=255)
     title = models.CharField(max_length=255, blank=True, default="")
     description = models.TextField(blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class StoredPrompt(Described):
+    """A prompt defined in admin: its arguments, and messages whose ``{argument}`` placeholders
+    are filled from the arguments of ``prompts/get``."""
+
     # [{"name", "description"?, "required"?}]
     arguments = models.JSONField(default=list, blank=True, encoder=CompactJSONEncoder)
     # [{"role": "user" | "assistant", "text": "... {argument} ..."}]
@@ -74,13 +82,10 @@ class StoredPrompt(Restricted):
         return self.name
 
 
-class StoredResource(Restricted):
+class StoredResource(Described):
     """A resource defined in admin: a text, or an uploaded file with its MIME type."""
 
     uri = models.CharField(max_length=1024)
-    name = models.CharField(max_length=255)
-    title = models.CharField(max_length=255, blank=True, default="")
-    description = models.TextField(blank=True, default="")
     mime_type = models.CharField(max_length=255, blank=True, default="text/plain")
     text = models.TextField(blank=True, default="")
     file = models.FileField(upload_to="mcp_resources/", blank=True)
@@ -93,13 +98,10 @@ class StoredResource(Restricted):
         return self.uri
 
 
-class StoredResourceTemplate(Restricted):
+class StoredResourceTemplate(Described):
     """A resource template defined in admin: a URI template whose ``{variables}`` fill the text."""
 
     uri_template = models.CharField(max_length=1024)
-    name = models.CharField(max_length=255)
-    title = models.CharField(max_length=255, blank=True, default="")
-    description = models.TextField(blank=True, default="")
     mime_type = models.CharField(max_length=255, blank=True, default="text/plain")
     text = models.TextField(help_text="The resource's text; {variable} is replaced by the URI's value.")
 

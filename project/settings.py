@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "rest_framework",
     "mcp_server",
     "project.demo",
 ]
@@ -122,6 +123,19 @@ CELERY_TASK_ACKS_LATE = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Django REST framework, for the API at /api/mcp/ (mcp_server.api). Basic comes first so that an
+# anonymous request gets 401 with a challenge: DRF answers 403 when the first class has no challenge
+# to send, as SessionAuthentication has none. The session serves a browser logged in to admin.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.BasicAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 100,
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

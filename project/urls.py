@@ -1,6 +1,8 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 urlpatterns = [
+    # Before admin's own URLs: admin answers anything under admin/ it does not know with a 404.
+    path("admin/mcp_server/", include("mcp_server.urls")),
     path("admin/", admin.site.urls),
 ]

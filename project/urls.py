@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
+    # Before admin's own URLs: admin answers anything under admin/ it does not know with a 404.
+    path("admin/mcp_server/", include("mcp_server.urls")),
     path("admin/", admin.site.urls),
     # The REST API of the registry, sessions and background calls (README, "REST API").
     path("api/mcp/", include("mcp_server.api.urls")),

@@ -11,7 +11,8 @@ client depends on how the request came:
 - ``relay``: a request with no resumable stream (2026-07-28, JSON responses). The worker sends its
   messages to this process, which answers the request as if the tool ran here.
 - ``local``: the embedded default (no broker), and transports no worker can reach (stdio, a
-  stateless endpoint): the tool runs in this process, with the same record and flags.
+  stateless endpoint, a call made in process such as admin's Try it): the tool runs in this
+  process, with the same record and flags.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
         params=ctx.params if isinstance(ctx.params, dict) else {},
         session_id=record.id if record is not None else "", request_id=ctx.request_id,
         request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
-        owner_id=record.owner_id if record is not None else None, delivery=delivery,
+        owner_id=record.owner_id if record is not None else session.user_id, delivery=delivery,
         idempotent=bool((tool.annotations or {}).get("idempotentHint")),
         web_channel=runtime.channel_key if runtime is not None else "",
     )
@@ -84,11 +85,14 @@ def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | No
     # too, never silently run here.
     celery = celery_enabled()
     transport = getattr(ctx.session, "transport", None)
+    # A handshake-era session with no transport of its own (in process: admin's Try it,
+    # server.handle()) has no stored session a worker could answer through: its call runs here.
+    in_process = transport is None and not ctx.session.is_modern
     if transport is None:  # a 2026-07-28 request: its transport is the server's on this loop
         loop = asyncio.get_running_loop()
         transport = next((t for t in ctx.server.transports if loop in getattr(t, "_runtimes", {})), None)
     runtime = getattr(transport, "_runtimes", {}).get(asyncio.get_running_loop())
-    if runtime is None or runtime.channel is None or not celery:
+    if runtime is None or runtime.channel is None or not celery or in_process:
         return None, runtime
     return transport, runtime
 

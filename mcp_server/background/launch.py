@@ -53,7 +53,7 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
         params=ctx.params if isinstance(ctx.params, dict) else {},
         session_id=record.id if record is not None else "", request_id=ctx.request_id,
         request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
-        owner_id=record.owner_id if record is not None else session.user_id, delivery=delivery,
+        owner_id=session.user_id, delivery=delivery,
         idempotent=bool((tool.annotations or {}).get("idempotentHint")),
         web_channel=runtime.channel_key if runtime is not None else "",
     )

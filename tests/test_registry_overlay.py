@@ -17,6 +17,7 @@ from mcp_server.registry.stored import check_prompt, check_resource_template
 from mcp_server.session import ServerSession
 
 from .harness import InProcessClient
+from .waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -204,3 +205,14 @@ def test_resource_template_definitions_are_checked():
         check_resource_template("docs://{a}", "{b}")
     with pytest.raises(ValueError, match=r"no \{variable\}"):
         check_resource_template("docs://fixed", "text")
+
+
+def test_a_process_that_missed_the_message_sees_the_change_marker(server):
+    """No channel-layer message (stdio, or one lost): the change marker, looked at once a second."""
+    from mcp_server.registry import counter
+
+    client = client_of(server)
+    assert tool_names(client) == ["echo", "wipe"]
+    setting(Kind.TOOL, "wipe", enabled=False)
+    counter.mark_change(server)
+    wait_until(lambda: tool_names(client) == ["echo"], what="the marker to drop the snapshot")

@@ -50,12 +50,13 @@ def _list_of(instance: Any) -> str:
 def publish(server_name: str, lists: set[str]) -> None:
     """Tell every process (blocking). Only the project's default server has the overlay."""
     from ..site import get_server, get_transport
-    from .overlay import count_change
+    from .counter import mark_change
 
-    count_change(server_name)
     server = get_server()
     if server.name != server_name:
         return
+    get_transport()  # the server's HTTP transport, whose shared state holds the change marker
+    mark_change(server)
     if server.overlay is not None:
         server.overlay.invalidate()
     try:

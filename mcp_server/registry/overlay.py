@@ -3,9 +3,10 @@ overrides, restrictions) and joined by what they defined in admin.
 
 Each process builds a snapshot from the database once, and again only after a change: a message
 on the channel layer (sent by whoever saved it, before the matching ``list_changed``) or, for a
-process that has no channel (stdio, a stateless endpoint), the change counter in Django's cache,
-looked at no more than once every ``RECHECK_INTERVAL`` seconds. Requests read the snapshot: no
-query on the way, except a user's grants where an entry is restricted (see ``access.py``).
+process that has no channel (stdio, a stateless endpoint) or missed the message, the change
+marker (``counter.py``), looked at no more than once every ``RECHECK_INTERVAL`` seconds. Requests
+read the snapshot: no query on the way, except a user's grants where an entry is restricted
+(see ``access.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..invoke import run_in_thread
-from . import access, stored
+from . import access, counter, stored
 
 if TYPE_CHECKING:
     from ..context import ServerContext
@@ -45,7 +46,7 @@ class Snapshot:
 
     entries: dict[str, dict[str, tuple[Any, access.Access | None]]]
     code_version: Any  # server.registry_version when it was built
-    counter: Any  # the change counter in Django's cache when it was built
+    counter: Any  # the change marker (counter.py) when it was built
     open_view: View  # the entries anyone may see
     restricted: bool
 
@@ -64,10 +65,9 @@ class RegistryOverlay:
     def __init__(self, server: Server):
         self.server = server
         self._snapshot: Snapshot | None = None
-        self._building: asyncio.Future | None = None
+        self._building: asyncio.Task | None = None
         self._checked = 0.0
         self._views: dict[access.Grant | None, tuple[Snapshot, View]] = {}
-        self._rechecking: asyncio.Task | None = None
 
     def invalidate(self) -> None:
         self._snapshot = None
@@ -89,29 +89,32 @@ class RegistryOverlay:
         return view
 
     async def _current(self) -> Snapshot:
-        now = time.monotonic()
-        if now - self._checked >= RECHECK_INTERVAL and (self._rechecking is None or self._rechecking.done()):
+        snapshot, now = self._snapshot, time.monotonic()
+        if snapshot is not None and now - self._checked >= RECHECK_INTERVAL:
             self._checked = now
-            self._rechecking = asyncio.ensure_future(self._recheck())  # off this request's way
+            if await counter.read(self.server) != snapshot.counter:  # one fast read a second
+                self.invalidate()
         snapshot = self._snapshot
         if snapshot is not None and snapshot.code_version == self.server.registry_version:
             return snapshot
-        if self._building is None or self._building.done():
-            self._building = asyncio.ensure_future(run_in_thread(self._build))
-        snapshot = await asyncio.shield(self._building)
-        self._snapshot = snapshot
+        # One build at a time per event loop; the requests that come meanwhile wait for it.
+        loop = asyncio.get_running_loop()
+        building = self._building
+        if building is None or building.done() or building.get_loop() is not loop:
+            building = self._building = loop.create_task(self._build_now())
+        snapshot = self._snapshot = await asyncio.shield(building)
         return snapshot
 
-    async def _recheck(self) -> None:
-        snapshot = self._snapshot
-        if snapshot is not None and await changes_counter(self.server.name) != snapshot.counter:
-            self.invalidate()
+    async def _build_now(self) -> Snapshot:
+        # The change marker first: a change made while the rows are read is seen at the next look.
+        marker = await counter.read(self.server)
+        return await run_in_thread(self._build, marker)
 
-    def _build(self) -> Snapshot:
+    def _build(self, marker: Any) -> Snapshot:
         from django.db import DatabaseError
 
         try:
-            return self._build_from_rows()
+            return self._build_from_rows(marker)
         except DatabaseError:
             if _tables_exist():
                 raise  # the database failed: the request fails, rather than show what is hidden
@@ -119,13 +122,13 @@ class RegistryOverlay:
             # anything. (Admin, which needs the tables, says so where it matters.)
             logger.debug("the registry tables are missing (manage.py migrate creates them): serving "
                          "the registry as code defines it")
-            return self._build_from_rows(rows=False)
+            return self._build_from_rows(marker, rows=False)
 
-    def _build_from_rows(self, rows: bool = True) -> Snapshot:
+    def _build_from_rows(self, marker: Any, rows: bool = True) -> Snapshot:
         from ..models import PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate
 
         server = self.server
-        code_version, counter = server.registry_version, _read_counter(server.name)
+        code_version = server.registry_version
         settings = {(row.kind, row.name): row for row in
                     PrimitiveSetting.objects.filter(server=server.name).prefetch_related("groups")} \
             if rows else {}
@@ -149,7 +152,7 @@ class RegistryOverlay:
                 if key not in entries[kind]:  # what code registers wins (admin forms refuse it)
                     entries[kind][key] = (build(row), _rule(row))
         restricted = any(rule is not None for kind in KINDS for _p, rule in entries[kind].values())
-        snapshot = Snapshot(entries, code_version, counter, View(), restricted)
+        snapshot = Snapshot(entries, code_version, marker, View(), restricted)
         snapshot.open_view = snapshot.view_for(None)
         return snapshot
 
@@ -167,38 +170,3 @@ def _rule(row: Any) -> access.Access | None:
     if not row.permission and not group_ids:
         return None
     return access.Access(row.permission, group_ids)
-
-
-def _counter_key(server_name: str) -> str:
-    return f"mcp_server:registry:{server_name}"
-
-
-def _read_counter(server_name: str) -> Any:
-    from django.core.cache import cache
-
-    try:
-        return cache.get(_counter_key(server_name))
-    except Exception:
-        return None
-
-
-async def changes_counter(server_name: str) -> Any:
-    """The change counter of a server's registry in Django's cache (None: never changed)."""
-    from django.core.cache import cache
-
-    try:
-        return await cache.aget(_counter_key(server_name))
-    except Exception:  # a cache that does not answer: the channel-layer message still reaches us
-        return None
-
-
-def count_change(server_name: str) -> None:
-    """Bump the change counter (blocking): processes without a channel notice it so."""
-    from django.core.cache import cache
-
-    key = _counter_key(server_name)
-    try:
-        cache.add(key, 0, timeout=None)
-        cache.incr(key)
-    except Exception:
-        cache.set(key, time.time_ns(), timeout=None)

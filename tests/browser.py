@@ -64,7 +64,11 @@ def log_in(driver: Any, base_url: str, username: str, password: str) -> None:
 
 
 def wait_for(driver: Any, condition: Any, what: str, timeout: float = PATIENCE) -> Any:
-    """Selenium's explicit wait: until ``condition(driver)`` is truthy."""
+    """Selenium's explicit wait: until ``condition(driver)`` is truthy. An element missing, or
+    gone with the page it was on (the browser is still navigating), is looked for again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout).until(condition, f"timed out waiting for {what}")
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, timeout, ignored_exceptions=ignored).until(
+        condition, f"timed out waiting for {what}")

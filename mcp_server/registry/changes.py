@@ -5,6 +5,7 @@ and every connected session gets the matching ``list_changed``, once per save.""
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -15,6 +16,8 @@ logger = logging.getLogger("mcp_server.registry")
 
 # Which list a row's change touches.
 _LISTS = {"tool": "tools", "prompt": "prompts", "resource": "resources", "resource_template": "resources"}
+# Per thread: (database alias, server) -> the lists a transaction changed, and its commit callback.
+_pending = threading.local()
 
 
 def connect() -> None:
@@ -28,15 +31,44 @@ def connect() -> None:
                             dispatch_uid=f"mcp-registry-groups-{model.__name__}")
 
 
-def _changed(sender: Any, instance: Any, **kwargs: Any) -> None:
-    lists = {_list_of(instance)}
-    server_name = instance.server
-    transaction.on_commit(lambda: publish(server_name, lists))
+def _changed(sender: Any, instance: Any, using: str | None = None, **kwargs: Any) -> None:
+    announce(instance.server, {_list_of(instance)}, using=using)
+
+
+def list_of_kind(kind: str) -> str:
+    """The list (``tools``, ``prompts``, ``resources``) of a ``PrimitiveSetting`` kind."""
+    return _LISTS[kind]
+
+
+def announce(server_name: str, lists: set[str], using: str | None = None) -> None:
+    """Publish once the transaction commits. The changes of one transaction are announced
+    together, once: a row and its groups saved by one admin form are one save, not three."""
+    connection = transaction.get_connection(using)
+    if not connection.in_atomic_block:
+        publish(server_name, set(lists))  # autocommit: already committed
+        return
+    pending = getattr(_pending, "lists", None)
+    if pending is None:
+        pending = _pending.lists = {}
+    key = (connection.alias, server_name)
+    entry = pending.get(key)
+    # A rolled back transaction dropped its callback: that entry is stale.
+    if entry is not None and any(item[1] is entry[1] for item in connection.run_on_commit):
+        entry[0].update(lists)
+        return
+
+    def commit() -> None:
+        if pending.get(key) is entry_now:
+            del pending[key]
+        publish(server_name, entry_now[0])
+
+    entry_now = pending[key] = (set(lists), commit)
+    transaction.on_commit(commit, using=connection.alias)
 
 
 def _groups_changed(sender: Any, instance: Any, action: str, **kwargs: Any) -> None:
     if action in ("post_add", "post_remove", "post_clear") and hasattr(instance, "server"):
-        _changed(sender, instance)
+        _changed(sender, instance, using=kwargs.get("using"))
 
 
 def _list_of(instance: Any) -> str:

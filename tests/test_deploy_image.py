@@ -1,0 +1,107 @@
+"""deploy/Dockerfile builds: every ``COPY`` source is in the image's build context (the files git
+tracks, less what .dockerignore leaves out), and where a Docker engine answers, the image builds."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+from .harness import REPO
+
+DOCKERFILE = Path(REPO) / "deploy" / "Dockerfile"
+
+
+def copy_sources(dockerfile: Path) -> list[str]:
+    """The sources of every ``COPY`` of the build context (not ``--from`` another stage)."""
+    sources = []
+    for line in dockerfile.read_text().replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if not words or words[0].upper() != "COPY":
+            continue
+        arguments = [word for word in words[1:] if not word.startswith("--")]
+        if any(word.startswith("--from") for word in words[1:]):
+            continue
+        sources += arguments[:-1]  # the last one is the destination
+    return sources
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern as a regular expression over paths from the context's root:
+    ``*`` and ``?`` stay within one folder, ``**`` spans any number of them."""
+    parts, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            parts.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            parts.append(".*")
+            i += 2
+        else:
+            parts.append({"*": "[^/]*", "?": "[^/]"}.get(pattern[i], re.escape(pattern[i])))
+            i += 1
+    return re.compile("".join(parts))
+
+
+def ignored(path: str, patterns: list[str]) -> bool:
+    """Whether .dockerignore leaves ``path`` out (``!`` makes exceptions, the last match wins).
+    A pattern that matches a folder leaves out everything under it."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    left_out = False
+    for pattern in patterns:
+        exception = pattern.startswith("!")
+        regex = _pattern(pattern.removeprefix("!").strip("/"))
+        if any(regex.fullmatch(prefix) for prefix in prefixes):
+            left_out = not exception
+    return left_out
+
+
+def build_context() -> set[str]:
+    """The files ``docker build .`` sends from a fresh clone of the repository."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
+    files = [name for name in tracked.stdout.decode().split("\0") if name]
+    ignore = Path(REPO) / ".dockerignore"
+    patterns = [line.strip() for line in ignore.read_text().splitlines()
+                if line.strip() and not line.startswith("#")] if ignore.exists() else []
+    return {name for name in files if not ignored(name, patterns)}
+
+
+def docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "version"], capture_output=True, timeout=30).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def test_the_ignore_rules_are_read_as_docker_reads_them():
+    patterns = [".git", "**/__pycache__", "*.sqlite3", "conformance/results", "docs", "!docs/keep.md"]
+    assert ignored("mcp_server/__pycache__/x.pyc", patterns)
+    assert ignored("__pycache__/x.pyc", patterns)
+    assert ignored("db.sqlite3", patterns) and not ignored("project/db.sqlite3", patterns)
+    assert ignored("conformance/results/a.json", patterns) and not ignored("conformance/run", patterns)
+    assert ignored("docs/a.md", patterns) and not ignored("docs/keep.md", patterns)
+    assert not ignored("templates/admin/base_site.html", patterns)
+
+
+def test_every_copy_source_of_the_dockerfile_is_in_the_build_context():
+    sources = copy_sources(DOCKERFILE)
+    assert {"pyproject.toml", "README.md", "mcp_server", "project", "templates"} <= set(sources)
+    context = build_context()
+    missing = [source for source in sources
+               if source not in context and not any(name.startswith(source.rstrip("/") + "/")
+                                                    for name in context)]
+    assert missing == [], f"deploy/Dockerfile copies what the build context lacks: {missing}"
+    if not docker_answers():
+        warnings.warn("no Docker engine answers `docker version` here: checked the COPY sources of "
+                      "deploy/Dockerfile against the build context only, without building the image",
+                      stacklevel=1)
+        return
+    built = subprocess.run(["docker", "build", "-f", str(DOCKERFILE), "-t", "django-mcp-sdk:test", REPO],
+                           capture_output=True, text=True, timeout=1800)
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]

@@ -1,6 +1,6 @@
 """A saved or deleted registry row reaches every process: once the transaction commits, each
-process drops its snapshot (a channel-layer message, and the change counter in Django's cache)
-and every connected session gets the matching ``list_changed``, once per save."""
+process drops its snapshot (a channel-layer message, and the change marker of ``counter.py``) and
+every connected session gets the matching ``list_changed``, once per save."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def publish(server_name: str, lists: set[str]) -> None:
     try:
         # Before the list_changed below, on the same group: each process drops its snapshot first.
         async_to_sync(get_transport().tell_every_process)({"type": "mcp.registry"})
-    except Exception as exc:  # the counter in the cache still gets the change there within a second
+    except Exception as exc:  # the change marker still gets it there within a second
         logger.warning("telling the processes of a registry change failed: %s", exc)
     for name in sorted(lists):
         getattr(server, f"notify_{name}_list_changed")()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..server import Server
 
 logger = logging.getLogger("mcp_server.registry")
-# Seconds between two looks at the change counter in Django's cache.
+# Seconds between two looks at the change marker (counter.py).
 RECHECK_INTERVAL = 1.0
 KINDS = ("tools", "prompts", "resources", "resource_templates")
 

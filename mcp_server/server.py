@@ -134,9 +134,13 @@ class Server:
     async def registry_view(self, ctx: Any) -> Any:
         """What ``ctx``'s request may see: ``.tools``, ``.prompts``, ``.resources`` and
         ``.resource_templates``; the server itself when there is no overlay."""
+        return await self.registry_for(ctx.session.user_id)
+
+    async def registry_for(self, user_id: Any) -> Any:
+        """What the Django user ``user_id`` (None: anonymous) may see; see :meth:`registry_view`."""
         if self.overlay is None:
             return self
-        return await self.overlay.view(ctx)
+        return await self.overlay.view_for(user_id)
 
     # Configuration -------------------------------------------------------------------------
     @property

@@ -216,3 +216,26 @@ def test_a_process_that_missed_the_message_sees_the_change_marker(server):
     setting(Kind.TOOL, "wipe", enabled=False)
     counter.mark_change(server)
     wait_until(lambda: tool_names(client) == ["echo"], what="the marker to drop the snapshot")
+
+
+@pytest.mark.asyncio
+async def test_a_hidden_tool_is_unknown_to_the_modern_header_checks_too(short_lived_connections):
+    """Its x-mcp-header arguments are not checked (that would tell it exists): "not found"."""
+    from mcp_server.http import StreamableHTTPTransport
+
+    from .modern_support import post
+    from .test_modern_http import build_server, call
+
+    server, _state = build_server()
+    server.overlay = RegistryOverlay(server)
+    await PrimitiveSetting.objects.acreate(server=server.name, kind=Kind.TOOL, name="query", enabled=False)
+    transport = StreamableHTTPTransport(server)
+    try:
+        app = transport.as_asgi()
+        reply = await post(app, call("query", 1, region="us-west1", limit=42, query="select"),
+                           {"mcp-param-region": "eu-west1"})  # the wrong header: not looked at
+        assert reply.error == {"code": -32602, "message": "Tool not found: query", "data": {"name": "query"}}
+        unknown = await post(app, call("nothing", 2, query="q"))
+        assert reply.status == unknown.status
+    finally:
+        await transport.close()

@@ -108,7 +108,10 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
         await consumer.reply(202)
         return
     try:
-        envelope = _envelope(request, server, incoming, header_version)
+        # A tool hidden from this request is unknown to its header checks too (they would tell
+        # that it exists).
+        tools = (await server.registry_for(None)).tools
+        envelope = _envelope(request, tools, incoming, header_version)
     except MCPError as error:
         await _reply(consumer, jsonrpc.error_from(incoming.id, error))
         return
@@ -120,9 +123,9 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
     await _serve(consumer, request, incoming, envelope)
 
 
-def _envelope(request: Request, server: Any, incoming: jsonrpc.Incoming, header_version: str) -> Any:
+def _envelope(request: Request, tools: Any, incoming: jsonrpc.Incoming, header_version: str) -> Any:
     """The request's envelope after the header checks (HTTP-28) and envelope checks (MOD-05/06)."""
-    check_modern_headers(request, server, incoming.method, incoming.params)
+    check_modern_headers(request, tools, incoming.method, incoming.params)
     meta = meta_of(incoming.params)
     missing = [key for key in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY)
                if meta is None or key not in meta]

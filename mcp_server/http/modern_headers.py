@@ -8,15 +8,13 @@ carries ``x-mcp-header`` (HTTP-28). Any violation is -32020 (HeaderMismatch), an
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from mcp_protocol import methods
 from mcp_protocol.errors import HEADER_MISMATCH, MCPError
 
 from .checks import NAME_PARAMS, Request, decode_header_value
-
-if TYPE_CHECKING:
-    from ..server import Server
 
 PARAM_HEADER_PREFIX = "mcp-param-"
 # A header value a client may send as it is: visible ASCII, spaces and tabs (RFC 9110).
@@ -28,7 +26,7 @@ class HeaderMismatchError(MCPError):
     default_message = "Header mismatch"
 
 
-def check_modern_headers(request: Request, server: Server, method: str, params: Any) -> None:
+def check_modern_headers(request: Request, tools: Mapping[str, Any], method: str, params: Any) -> None:
     header_method = request.header("mcp-method")
     if header_method is None:
         raise HeaderMismatchError("Header mismatch: the Mcp-Method header is required")
@@ -46,7 +44,7 @@ def check_modern_headers(request: Request, server: Server, method: str, params: 
         raise HeaderMismatchError(f"Header mismatch: Mcp-Name header value {header_name!r} does not "
                                   f"match body value {body_value!r}")
     if method == methods.TOOLS_CALL and isinstance(body_value, str):
-        tool = server.tools.get(body_value)
+        tool = tools.get(body_value)
         if tool is not None:
             arguments = params.get("arguments")
             check_param_headers(request, tool.input_schema.header_paths,

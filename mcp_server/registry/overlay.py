@@ -21,7 +21,6 @@ from ..invoke import run_in_thread
 from . import access, counter, stored
 
 if TYPE_CHECKING:
-    from ..context import ServerContext
     from ..server import Server
 
 logger = logging.getLogger("mcp_server.registry")
@@ -73,12 +72,11 @@ class RegistryOverlay:
         self._snapshot = None
         self._views.clear()
 
-    async def view(self, ctx: ServerContext) -> View:
-        """The registry as ``ctx``'s principal (the session's owner) may see it."""
+    async def view_for(self, user_id: Any) -> View:
+        """The registry as the Django user ``user_id`` (None: anonymous) may see it."""
         snapshot = await self._current()
         if not snapshot.restricted:
             return snapshot.open_view
-        user_id = ctx.session.user_id
         grant = None if user_id is None else await access.grant_for(user_id)
         cached = self._views.get(grant)
         if cached is not None and cached[0] is snapshot:

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from ..background.launch import cancel_call
 from ..models import ToolCall
 from ..site import get_transport
+from .common import ReadOnlyAdmin
 
 
 def _json(value: Any) -> str:
@@ -22,7 +23,7 @@ def _json(value: Any) -> str:
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(ReadOnlyAdmin):
     list_display = ["id", "tool", "short_arguments", "state", "session_id", "owner", "started_at",
                     "progress_now", "worker"]
     list_filter = ["state"]
@@ -34,15 +35,6 @@ class ToolCallAdmin(admin.ModelAdmin):
               "owner", "created_at", "started_at", "finished_at", "progress_now", "delivery", "worker",
               "attempts", "cancel_requested", "error", "response_json"]
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("mcp_server.change_toolcall")

@@ -71,6 +71,20 @@ def restriction(row: Any) -> str:
     return "; ".join(parts) or "anyone"
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows that belong to the transport or the runner: shown, never edited; their own actions
+    (terminate, cancel) are how they change."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class SwitchActions(admin.ModelAdmin):
     """Enable or disable the selected rows with one UPDATE, announced once (one ``list_changed``
     per list they touch) when the transaction commits. ``queryset.update`` sends no signal."""

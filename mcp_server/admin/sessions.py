@@ -14,6 +14,7 @@ from django.http import HttpRequest
 
 from ..models import Session
 from ..site import get_transport
+from .common import ReadOnlyAdmin
 
 
 async def _held(transport: Any, session_ids: list[str]) -> list[int]:
@@ -41,7 +42,7 @@ def terminate(session_id: str) -> None:
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(ReadOnlyAdmin):
     list_display = ["id", "client_name", "client_version", "protocol_version", "owner", "last_activity",
                     "created_at", "open_now"]
     list_filter = ["protocol_version"]
@@ -64,16 +65,6 @@ class SessionAdmin(admin.ModelAdmin):
         for session in changelist.result_list:
             session.held_now = counts[session.pk]  # one round of lookups for the whole page
         return changelist
-
-    # Read-only: sessions are the transport's; "terminate" is how one ends.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_terminate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("mcp_server.delete_session")

@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import rawhttp
+import services
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
@@ -255,16 +256,6 @@ async def measure(port: int, meter: Meter, delivery: str, concurrency: int, roun
 
 
 # Set-up -----------------------------------------------------------------------------------------
-def fresh_database(admin_url: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {DATABASE}")
-    parts = urlsplit(admin_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + DATABASE, parts.query, ""))
-
-
 def broker_url(redis_url: str) -> str:
     """The Redis database after ``redis_url``'s, for the broker: a database of its own."""
     parts = urlsplit(redis_url)
@@ -278,7 +269,7 @@ def run(*, postgres_admin_url: str, redis_url: str, workdir: Path,
         deliveries: tuple[str, ...] = DELIVERIES, rounds: int = ROUNDS, pool: str = "solo") -> list[Measured]:
     """Start the server (``start_server(argv, env)``, bench/run's ``Server``) and the worker,
     measure every delivery and concurrency, stop them."""
-    database_url = fresh_database(postgres_admin_url)
+    database_url = services.fresh_postgres(postgres_admin_url, DATABASE)
     broker = broker_url(redis_url)
     for url in (redis_url, broker):
         flush_redis(url)

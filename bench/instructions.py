@@ -31,26 +31,12 @@ import time
 from pathlib import Path
 
 import httpx
+import services
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 DATABASE = "mcp_instructions"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def fresh_database(admin_url: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {DATABASE}")
-    return admin_url.rsplit("/", 1)[0] + "/" + DATABASE
 
 
 def session_headers(client: httpx.Client, url: str, mode: str) -> dict:
@@ -93,7 +79,7 @@ def control(server: subprocess.Popen, *arguments: str) -> None:
 
 
 def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str, redis: str) -> int:
-    database_url = fresh_database(postgres)
+    database_url = services.fresh_postgres(postgres, DATABASE)
     import redis as redis_py
 
     with redis_py.Redis.from_url(redis) as connection:
@@ -103,7 +89,7 @@ def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str,
                  "DJANGO_DEBUG": "0", "PYTHONHASHSEED": "0", "MCP_MAX_SESSIONS_PER_PRINCIPAL": "none",
                  **({"MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1"} if mode == "stateless" else {}), **env}
     subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=checkout, env=child_env, check=True)
-    port = free_port()
+    port = services.free_port(HOST)
     out = Path(tempfile.mkdtemp(prefix="mcp-callgrind-")) / "callgrind.out"
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", python,

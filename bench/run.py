@@ -43,7 +43,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,6 +51,7 @@ sys.path.insert(0, str(HERE))
 
 import background  # noqa: E402
 import rawhttp  # noqa: E402
+import services  # noqa: E402
 import streams  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -66,9 +67,7 @@ DEFAULT_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/6")
 
 # Servers -------------------------------------------------------------------------------------
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
+    return services.free_port(HOST)
 
 
 def raise_fd_limit() -> None:
@@ -278,13 +277,7 @@ def reachable(url: str, default_port: int) -> bool:
 
 def fresh_postgres(admin_url: str) -> str:
     """A new, empty database ``mcp_bench`` on the server of ``admin_url``; returns its URL."""
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)")
-        connection.execute(f"CREATE DATABASE {POSTGRES_DATABASE}")
-    parts = urlsplit(admin_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + POSTGRES_DATABASE, parts.query, ""))
+    return services.fresh_postgres(admin_url, POSTGRES_DATABASE)
 
 
 def flush_redis(url: str) -> None:

@@ -10,6 +10,8 @@ so it weighs more here than it does in production.
     bench/instructions.py --mode stateful --calls 300
     bench/instructions.py --mode stateless --env MCP_REGISTRY_IN_DATABASE=0
     bench/instructions.py --checkout ../old-worktree
+    bench/instructions.py --mode modern --concurrency 16              # the 2026-07-28 lifecycle
+    bench/instructions.py --mode modern --concurrency 16 --reference  # the official SDK's server
 
 Needs valgrind, PostgreSQL (a database ``mcp_instructions`` is made anew) and Redis (database 11
 of ``--redis-url`` is flushed).
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -39,7 +42,15 @@ DATABASE = "mcp_instructions"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "1"}}
+
+
 def session_headers(client: httpx.Client, url: str, mode: str) -> dict:
+    if mode == "modern":  # no session: the envelope and the standard headers on every request
+        return {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                "mcp-name": "echo"}
     if mode == "stateless":
         return {**HEADERS, "mcp-protocol-version": "2025-11-25"}
     response = client.post(url, headers=HEADERS, json={
@@ -53,9 +64,12 @@ def session_headers(client: httpx.Client, url: str, mode: str) -> dict:
 
 
 def calls(client: httpx.Client, url: str, headers: dict, first_id: int, count: int) -> None:
+    modern = headers.get("mcp-protocol-version") == "2026-07-28"
     for request_id in range(first_id, first_id + count):
-        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"message": "hi"}}}
+        params: dict = {"name": "echo", "arguments": {"message": "hi"}}
+        if modern:
+            params["_meta"] = MODERN_META
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         response = client.post(url, headers=headers, content=json.dumps(body))
         if response.status_code != 200 or '"hi"' not in response.text:
             raise RuntimeError(f"call {request_id} failed: {response.status_code} {response.text[:200]}")
@@ -78,22 +92,45 @@ def control(server: subprocess.Popen, *arguments: str) -> None:
     subprocess.run(["callgrind_control", *arguments, str(server.pid)], check=True, stdout=subprocess.DEVNULL)
 
 
-def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str, redis: str) -> int:
-    database_url = services.fresh_postgres(postgres, DATABASE)
-    import redis as redis_py
+def concurrent_calls(url: str, headers: dict, first_id: int, count: int, concurrency: int) -> None:
+    """``count`` calls over ``concurrency`` connections, each sending its next when one ends."""
+    share = count // concurrency
 
-    with redis_py.Redis.from_url(redis) as connection:
-        connection.flushdb()
+    def one_connection(index: int) -> None:
+        with httpx.Client(timeout=600) as client:
+            calls(client, url, headers, first_id + index * share, share)
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one_connection, range(concurrency)))
+
+
+def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str, redis: str,
+          concurrency: int = 1, reference: bool = False, asgi_server: str = "daphne") -> int:
     python = str(checkout / ".venv" / "bin" / "python")
-    child_env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis, "DJANGO_DEVELOPMENT": "1",
-                 "DJANGO_DEBUG": "0", "PYTHONHASHSEED": "0", "MCP_MAX_SESSIONS_PER_PRINCIPAL": "none",
-                 **({"MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1"} if mode == "stateless" else {}), **env}
-    subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=checkout, env=child_env, check=True)
     port = services.free_port(HOST)
+    child_env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if reference:
+        # The official SDK's server of bench/run (stateless mode serves the 2026-07-28 path too).
+        argv = [python, str(Path(__file__).resolve().parent / "reference_server.py"), "--port", str(port),
+                "--mode", "stateless" if mode != "stateful" else "stateful"]
+    else:
+        database_url = services.fresh_postgres(postgres, DATABASE)
+        import redis as redis_py
+
+        with redis_py.Redis.from_url(redis) as connection:
+            connection.flushdb()
+        child_env.update({
+            "DATABASE_URL": database_url, "REDIS_URL": redis, "DJANGO_DEVELOPMENT": "1", "DJANGO_DEBUG": "0",
+            "MCP_MAX_SESSIONS_PER_PRINCIPAL": "none",
+            **({"MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1"} if mode == "stateless" else {}), **env})
+        subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=checkout, env=child_env, check=True)
+        argv = [python, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), "project.asgi:application"] \
+            if asgi_server == "daphne" else \
+            [python, "-m", "uvicorn", "--no-access-log", "--log-level", "warning", "--lifespan", "off",
+             "--host", HOST, "--port", str(port), "project.asgi:application"]
     out = Path(tempfile.mkdtemp(prefix="mcp-callgrind-")) / "callgrind.out"
     server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", python,
-         "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), "project.asgi:application"],
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *argv],
         cwd=checkout, env=child_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port, server)
@@ -102,7 +139,10 @@ def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str,
             headers = session_headers(client, url, mode)
             calls(client, url, headers, 100_000, 20)  # warm-up, not counted
             control(server, "-i", "on")
-            calls(client, url, headers, 1, calls_count)
+            if concurrency == 1:
+                calls(client, url, headers, 1, calls_count)
+            else:
+                concurrent_calls(url, headers, 1, calls_count, concurrency)
         control(server, "-i", "off")
         control(server, "-d")  # dump the counts
     finally:
@@ -116,8 +156,15 @@ def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=("stateful", "stateless"), default="stateful")
+    parser.add_argument("--mode", choices=("stateful", "stateless", "modern"), default="stateful",
+                        help="modern: 2026-07-28 requests (no session) to the stateful configuration")
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="connections sending calls at once (the calls are split evenly)")
+    parser.add_argument("--asgi-server", choices=("daphne", "uvicorn"), default="daphne",
+                        help="what serves our application (uvicorn: the bench extra)")
+    parser.add_argument("--reference", action="store_true",
+                        help="count the official SDK's server of bench/run instead (bench extra)")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="a checkout with its own .venv")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--postgres-url", default="postgres://postgres@127.0.0.1:5432/postgres")
@@ -127,8 +174,13 @@ def main() -> int:
         print("bench/instructions.py needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
     env = dict(item.split("=", 1) for item in args.env)
-    total = count(args.checkout.resolve(), args.mode, args.calls, env, args.postgres_url, args.redis_url)
-    print(f"{args.mode} tools/call, {args.checkout}, {env or 'default settings'}: "
+    if args.calls % args.concurrency:
+        parser.error("--calls must be a multiple of --concurrency")
+    total = count(args.checkout.resolve(), args.mode, args.calls, env, args.postgres_url, args.redis_url,
+                  args.concurrency, args.reference, args.asgi_server)
+    server = "the official SDK" if args.reference else \
+        f"{args.checkout} under {args.asgi_server}, {env or 'default settings'}"
+    print(f"{args.mode} tools/call, c={args.concurrency}, {server}: "
           f"{total:,} instructions for {args.calls} calls, {total / args.calls:,.0f} per call")
     return 0
 

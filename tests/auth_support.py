@@ -170,16 +170,61 @@ def _body(raw: Any) -> dict | None:
     if not text:
         return None
     if (raw.header(b"content-type") or b"").startswith(b"text/event-stream"):
-        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        data = [line[5:].strip() for line in text.splitlines()
+                if line.startswith("data:") and line[5:].strip()]
         return json.loads(data[-1])
     return json.loads(text)
 
 
 async def open_session(app: Any, headers: dict) -> str:
-    raw, body = await post_json(app, INIT, headers)
+    raw, _body = await post_json(app, INIT, headers)
     assert raw.start["status"] == 200, raw.body
     return raw.header(b"mcp-session-id").decode()
 
 
+def call(name: str, request_id: Any = 2) -> dict:
+    params = {"name": name, "arguments": {}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def stateless_app(resource_server: ResourceServer, server: Any) -> Any:
+    """A stateless endpoint (no session rows: no database) over ``server``, authenticated."""
+    from mcp_server.http import StreamableHTTPTransport
+
+    return StreamableHTTPTransport(server, stateless=True, resource_server=resource_server).as_asgi()
+
+
 def challenge(raw: Any) -> str:
     return (raw.header(b"www-authenticate") or b"").decode()
+
+
+class APIKeyAuthentication:
+    """A plain-def class: an ``X-API-Key`` header naming a user, looked up with the ORM (so it
+    must run on a worker thread). ``threads`` records where it ran."""
+
+    threads: list[str] = []
+
+    def authenticate(self, request: Any) -> Any:
+        from django.contrib.auth import get_user_model
+
+        from mcp_server.auth import AuthenticationFailed, Principal
+
+        key = request.header("x-api-key")
+        if key is None:
+            return None
+        APIKeyAuthentication.threads.append(threading.current_thread().name)
+        user = get_user_model().objects.filter(username=key).first()
+        if user is None:
+            raise AuthenticationFailed()
+        return Principal(user=user, scopes=frozenset({"mcp:read"}), method="api-key")
+
+
+def _base_class() -> None:
+    # A subclass of the interface, made here so that importing this module needs no app registry.
+    from mcp_server.auth import BaseAuthentication
+
+    bases = (APIKeyAuthentication, BaseAuthentication)
+    globals()["APIKeyAuthentication"] = type("APIKeyAuthentication", bases, {"__module__": __name__})
+
+
+_base_class()

@@ -4,6 +4,8 @@ with a Bearer challenge and a JSON-RPC error carrying the request's id."""
 
 from __future__ import annotations
 
+import json
+
 import jwt
 import pytest
 
@@ -17,11 +19,13 @@ from .auth_support import (
     AuthorizationServer,
     Keys,
     bearer,
+    call,
     challenge,
     open_session,
     post_json,
     resource_server_from,
     resource_server_settings,
+    stateless_app,
     unsigned,
 )
 from .modern_support import modern_request, post
@@ -93,8 +97,7 @@ def text_of(body: dict) -> str:
 
 async def call_whoami(app, token_headers: dict) -> tuple:
     session = await open_session(app, token_headers)
-    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
-    return await post_json(app, message, token_headers, session)
+    return await post_json(app, call("whoami", 7), token_headers, session)
 
 
 @with_database
@@ -172,7 +175,7 @@ def _hs256_with(keys: Keys) -> str:
 
     header = jwt.utils.base64url_encode(b'{"alg":"HS256","typ":"JWT","kid":"key-1"}')
     body = jwt.utils.base64url_encode(
-        ('{"sub":"alice","aud":"%s","exp":4000000000}' % RESOURCE).encode())
+        json.dumps({"sub": "alice", "aud": RESOURCE, "exp": 4_000_000_000}).encode())
     signing_input = header + b"." + body
     signature = hmac.new(keys.public_pem, signing_input, hashlib.sha256).digest()
     return (signing_input + b"." + jwt.utils.base64url_encode(signature)).decode()
@@ -191,7 +194,7 @@ async def test_an_unknown_kid_refetches_the_jwks_at_most_once_per_interval(issue
     token = jwt.encode({"aud": RESOURCE, "exp": 4_000_000_000}, keys.private, algorithm="RS256",
                        headers={"kid": "rotated"})
     with resource_server_from(resource_server_settings(issuer)) as resource_server:
-        app = StreamableHTTPTransport(build_server(), stateless=True, resource_server=resource_server).as_asgi()
+        app = stateless_app(resource_server, build_server())
         before = issuer.fetches
         for _ in range(4):
             reply = await post(app, modern_request("tools/list", 1), bearer(token))
@@ -204,7 +207,7 @@ async def test_a_rotated_key_is_fetched_when_a_token_names_it(issuer, keys):
     settings = resource_server_settings(issuer, RESOURCE_SERVER={"JWT": {
         "JWKS_URL": f"{issuer.url}/jwks", "ISSUER": auth_support.ISSUER, "JWKS_REFETCH_INTERVAL": 0}})
     with resource_server_from(settings) as resource_server:
-        app = StreamableHTTPTransport(build_server(), stateless=True, resource_server=resource_server).as_asgi()
+        app = stateless_app(resource_server, build_server())
         assert (await post(app, modern_request("tools/list", 1), bearer(keys.mint()))).status == 200
         rotated = Keys("key-2")
         issuer.keys.append(rotated)
@@ -252,17 +255,16 @@ async def test_a_call_lacking_the_tools_scope_gets_403_with_the_scope_to_step_up
     listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     _raw, body = await post_json(app, listed, token, session)
     assert [tool["name"] for tool in body["result"]["tools"]] == ["whoami"]
-    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "write", "arguments": {}}}
-    raw, body = await post_json(app, call, token, session)
+    raw, body = await post_json(app, call("write", 3), token, session)
     assert raw.start["status"] == 403
-    assert challenge(raw) == f'Bearer error="insufficient_scope", error_description="The access token lacks ' \
-        f'a scope this request needs", scope="mcp:write", resource_metadata="{METADATA}"'
+    assert challenge(raw) == 'Bearer error="insufficient_scope", error_description="The access token ' \
+        f'lacks a scope this request needs", scope="mcp:write", resource_metadata="{METADATA}"'
     assert body["id"] == 3
     # With the scope (a new token, the same client and subject), the same session calls it.
     token = bearer(keys.mint(scope="mcp:read mcp:write"))
     _raw, body = await post_json(app, listed, token, session)
     assert [tool["name"] for tool in body["result"]["tools"]] == ["whoami", "write"]
-    raw, body = await post_json(app, call, token, session)
+    raw, body = await post_json(app, call("write", 3), token, session)
     assert raw.start["status"] == 200 and text_of(body) == "written"
 
 

@@ -28,12 +28,14 @@ from .auth_support import (
     stateless_app,
     unsigned,
 )
+from .http_support import call_asgi
 from .modern_support import modern_request, post
 
 pytestmark = [pytest.mark.asyncio]
 # Requests refused before anything is stored need no database; the others open sessions.
 with_database = pytest.mark.django_db(transaction=True)
 METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
+NO_TOKEN = f'Bearer resource_metadata="{METADATA}", scope="mcp:read mcp:write"'
 INVALID = f'Bearer error="invalid_token", error_description="The access token is not valid", ' \
           f'resource_metadata="{METADATA}"'
 
@@ -124,6 +126,11 @@ async def test_no_token_gets_401_with_the_metadata_and_scopes_and_the_request_id
     assert raw.start["status"] == 401
     assert challenge(raw) == f'Bearer resource_metadata="{METADATA}", scope="mcp:read mcp:write"'
     assert body["id"] == "init-1" and body["error"]["message"] == "Unauthorized"
+    # GET and DELETE too, before any session is looked up.
+    for verb in ("GET", "DELETE"):
+        reply = await call_asgi(app, verb, {"host": "127.0.0.1", "accept": "text/event-stream",
+                                            "mcp-session-id": "0" * 32})
+        assert reply.start["status"] == 401 and challenge(reply) == NO_TOKEN, verb
 
 
 async def test_the_bearer_scheme_is_case_insensitive(app, keys):
@@ -219,8 +226,6 @@ async def test_a_rotated_key_is_fetched_when_a_token_names_it(issuer, keys):
 
 
 async def test_a_token_in_the_query_string_is_refused(app, keys):
-    from .http_support import call_asgi
-
     reply = await call_asgi(_with_query(app, f"access_token={keys.mint()}"), "POST",
                             {"host": "127.0.0.1", "content-type": "application/json",
                              "accept": "application/json, text/event-stream"}, [b'{"jsonrpc":"2.0","id":3,'

@@ -16,6 +16,7 @@ from django.test import override_settings
 from mcp_server import Server, ServerContext, site
 from mcp_server.asgi import protected_resource_metadata_app, session_auth
 from mcp_server.auth import ResourceServer
+from mcp_server.checks import check_authentication
 from mcp_server.http import StreamableHTTPTransport
 from mcp_server.invoke import run_in_thread
 
@@ -208,6 +209,11 @@ async def test_a_drf_token_authentication_is_used_as_it_is(short_lived_connectio
         assert body["result"]["content"][0]["text"] == "dora|None||drf:TokenAuthentication|True"
         raw, body = await post_json(app, call("whoami"), {"authorization": "Token not-a-key"}, session)
         assert raw.start["status"] == 401 and body["id"] == 2
+        # With no credential, the challenges name the Bearer metadata and DRF's own scheme.
+        raw, _body = await post_json(app, call("whoami"), {}, session)
+        challenges = [value for name, value in raw.start["headers"] if name == b"www-authenticate"]
+        assert challenges == [b'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource'
+                              b'/mcp"', b"Token"]
         await transport.close()
 
 
@@ -270,5 +276,8 @@ def test_settings_that_cannot_work_stop_start_up(issuer, change, message):
     options = resource_server_settings(issuer)
     for key, value in change.items():
         options[key] = {**options[key], **value} if isinstance(value, dict) else value
-    with override_settings(MCP_SERVER=options), pytest.raises(ImproperlyConfigured, match=message):
-        ResourceServer.from_settings()
+    with override_settings(MCP_SERVER=options):
+        with pytest.raises(ImproperlyConfigured, match=message):
+            ResourceServer.from_settings()
+        # manage.py check says so before any request comes.
+        assert [error.id for error in check_authentication()] == ["mcp_server.E030"]

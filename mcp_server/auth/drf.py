@@ -25,15 +25,20 @@ class DRFAuthentication(BaseAuthentication):
         self.backend = backend() if isinstance(backend, type) else backend
 
     def authenticate(self, request: Request) -> Principal | None:
+        from django.contrib.auth.models import AnonymousUser
         from django.core.handlers.asgi import ASGIRequest
         from rest_framework import exceptions
         from rest_framework.request import Request as DRFRequest
 
         scope = {"path": request.path, "root_path": "", "query_string": b"", **request.scope}
-        drf_request = DRFRequest(ASGIRequest(scope, io.BytesIO()), authenticators=[self.backend])
+        http_request = ASGIRequest(scope, io.BytesIO())
+        # What Django's middleware would have set (DRF's SessionAuthentication reads it).
+        http_request.user = request.user or AnonymousUser()
+        drf_request = DRFRequest(http_request, authenticators=[self.backend])
         try:
             found = self.backend.authenticate(drf_request)
-        except exceptions.AuthenticationFailed:
+        except (exceptions.AuthenticationFailed, exceptions.PermissionDenied):
+            # PermissionDenied: DRF's SessionAuthentication refusing a request without a CSRF token.
             raise AuthenticationFailed() from None
         if found is None:
             return None
@@ -42,6 +47,14 @@ class DRFAuthentication(BaseAuthentication):
             user = None
         return Principal(user=user, scopes=_scopes_of(auth), client_id=_client_id_of(auth),
                          method=f"{self.method}:{type(self.backend).__name__}")
+
+    def authenticate_header(self, request: Request) -> str | None:
+        """The DRF class's own challenge (``Token``, ``Basic realm="api"``), when it has one."""
+        header = getattr(self.backend, "authenticate_header", None)
+        try:
+            return header(None) if header is not None else None
+        except Exception:  # a class whose challenge needs the DRF request: it has none here
+            return None
 
 
 def _scopes_of(auth: Any) -> frozenset[str]:

@@ -105,8 +105,20 @@ class ResourceServer:
     def refusal(self, request: Request, status: int, error: str | None = None,
                 description: str | None = None, scopes: Iterable[str] | None = None) -> HTTPError:
         challenge = www_authenticate(self.metadata_url(request), error, description, scopes)
-        return HTTPError(status, MESSAGES.get(status, "Unauthorized"), code=INVALID_REQUEST,
-                         headers=[(b"www-authenticate", challenge.encode("latin-1"))])
+        headers = [(b"www-authenticate", challenge.encode("latin-1"))]
+        if status == 401 and error is None:
+            # No credential: every class may ask for its own kind (DRF's "Token", "Basic realm=").
+            headers += [(b"www-authenticate", other.encode("latin-1"))
+                        for other in self._other_schemes(request)]
+        return HTTPError(status, MESSAGES.get(status, "Unauthorized"), code=INVALID_REQUEST, headers=headers)
+
+    def _other_schemes(self, request: Request) -> list[str]:
+        schemes = []
+        for authenticator in self.authenticators:
+            scheme = authenticator.authenticate_header(request)
+            if scheme and not scheme.lower().startswith("bearer") and scheme not in schemes:
+                schemes.append(scheme)
+        return schemes
 
     def insufficient_scope(self, request: Request, scopes: Iterable[str]) -> HTTPError:
         """403 asking for ``scopes`` (step-up: the client asks its authorization server for them)."""

@@ -301,3 +301,15 @@ async def test_the_modern_path_authenticates_the_same_way(app, keys):
     assert reply.status == 403 and 'scope="mcp:write"' in challenge(reply.raw)
     reply = await post(app, modern_request("tools/list", 7), bearer(keys.mint(scope="mcp:read")))
     assert [tool["name"] for tool in reply.result["tools"]] == ["whoami"]
+
+
+async def test_a_jwks_that_cannot_be_fetched_is_a_503_tried_again_after_a_pause(issuer, keys):
+    settings = resource_server_settings(issuer, RESOURCE_SERVER={"JWT": {
+        "JWKS_URL": "http://127.0.0.1:1/jwks", "ISSUER": auth_support.ISSUER, "TIMEOUT": 2}})
+    with resource_server_from(settings) as resource_server:
+        app = stateless_app(resource_server, build_server())
+        for number in range(3):
+            reply = await post(app, modern_request("tools/list", number), bearer(keys.mint()))
+            assert reply.status == 503 and reply.raw.header(b"www-authenticate") is None
+        # One try, not one per request: the others came within FAILED_FETCH_PAUSE.
+        assert resource_server.authenticators[0].keys.fetches == 1

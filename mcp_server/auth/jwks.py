@@ -18,6 +18,8 @@ import httpx
 from .base import AuthenticationUnavailable
 
 logger = logging.getLogger("mcp_server.auth")
+# Seconds between two tries at a JWKS that could not be fetched yet (each request meanwhile: 503).
+FAILED_FETCH_PAUSE = 5.0
 
 
 class JWKSCache:
@@ -44,10 +46,10 @@ class JWKSCache:
     async def key(self, kid: str | None) -> Any:
         """The ``PyJWK`` for ``kid`` (None: the set's only key), or None when there is none."""
         if self._keys is None or time.monotonic() - self._fetched_at > self.cache_seconds:
-            await self._refresh(force=self._keys is None)
+            await self._refresh()
         found = self._find(kid)
-        if found is None and time.monotonic() - self._tried_at >= self.refetch_interval:
-            await self._refresh(force=False)
+        if found is None:
+            await self._refresh()  # keys rotate: once per refetch_interval at most
             found = self._find(kid)
         return found
 
@@ -57,12 +59,15 @@ class JWKSCache:
             return next(iter(keys.values())) if len(keys) == 1 else None
         return keys.get(kid)
 
-    async def _refresh(self, *, force: bool) -> None:
+    async def _refresh(self) -> None:
         async with self._lock():
-            # Another request may have fetched while this one waited for the lock.
-            if not force and time.monotonic() - self._tried_at < self.refetch_interval:
-                return
-            if force and self._keys is not None:
+            # Another request may have fetched while this one waited for the lock; and a JWKS
+            # that could not be fetched at all is tried again after a short pause, not per request.
+            pause = self.refetch_interval if self._keys is not None else \
+                min(self.refetch_interval, FAILED_FETCH_PAUSE)
+            if time.monotonic() - self._tried_at < pause:
+                if self._keys is None:
+                    raise AuthenticationUnavailable("the authorization server's keys cannot be fetched")
                 return
             self._tried_at = time.monotonic()
             self.fetches += 1

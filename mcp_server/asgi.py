@@ -77,6 +77,17 @@ def session_auth(app: Any) -> Any:
     return SessionAuth(app)
 
 
+def protected_resource_metadata_app(mcp_path: str = "/mcp") -> Any:
+    r"""The ASGI application serving the endpoint's OAuth Protected Resource Metadata (RFC 9728);
+    mount it at ``/.well-known/oauth-protected-resource`` and every path below it::
+
+        re_path(r"^\.well-known/oauth-protected-resource(?:/.*)?$", protected_resource_metadata_app()),
+    """
+    from .auth.metadata import ProtectedResourceMetadata
+
+    return ProtectedResourceMetadata(mcp_path)
+
+
 def skip_daphne_form_parsing() -> None:
     """Under daphne, stop Twisted from parsing each POST body's Content-Type for a form upload.
 

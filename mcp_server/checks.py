@@ -54,6 +54,21 @@ def check_request_state_keys(app_configs: Any = None, **kwargs: Any) -> list[che
     ) for message in errors]
 
 
+@checks.register(checks.Tags.security)
+def check_authentication(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Authentication settings that cannot work (a JWT class with no JWKS URL, an HS* algorithm, an
+    unknown key) stop start-up rather than the first request to the endpoint."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .auth.resource_server import ResourceServer
+
+    try:
+        ResourceServer.from_settings()
+    except (ImproperlyConfigured, ValueError) as exc:
+        return [checks.Error(str(exc), id="mcp_server.E030")]
+    return []
+
+
 @checks.register()
 def check_background_calls(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Background calls on Celery need what lets a worker reach the web processes."""

@@ -67,6 +67,12 @@ class ServerContext(Mapping):
         return len(self.context) if isinstance(self.context, dict) else 0
 
     @property
+    def principal(self) -> Any:
+        """Who sent this request (``mcp_server.auth.Principal``: ``user``, ``scopes``,
+        ``client_id``), on an authenticated transport; None where nobody authenticated (stdio)."""
+        return self.session.principal
+
+    @property
     def client_info(self) -> dict | None:
         return self.session.client_info
 

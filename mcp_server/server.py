@@ -106,6 +106,7 @@ class Server:
         # server; None: the registry is what code registered, as it is.
         self.overlay: Any = None
         self._registry_changes = 0
+        self._guarded: tuple[Any, bool] | None = None
         # Where server-wide notifications go: every live transport serving this server, oldest
         # first (weak references: a transport nobody serves any more is forgotten).
         self._transports: list[Callable[[], Any]] = []
@@ -133,8 +134,28 @@ class Server:
 
     async def registry_view(self, ctx: Any) -> Any:
         """What ``ctx``'s request may see: ``.tools``, ``.prompts``, ``.resources`` and
-        ``.resource_templates``; the server itself when there is no overlay."""
-        return await self.registry_for(ctx.session.user_id)
+        ``.resource_templates``; the server itself when there is no overlay and no primitive
+        requires scopes or permissions (``mcp_server.auth.guard``)."""
+        registry = await self.registry_for(ctx.session.user_id)
+        if not self.guarded:
+            return registry
+        from .auth.guard import visible
+
+        return await visible(registry, ctx.session.principal, ctx.session.user_id)
+
+    @property
+    def guarded(self) -> bool:
+        """Whether a primitive code registered requires scopes or permissions."""
+        version = self.registry_version
+        cached = self._guarded
+        if cached is None or cached[0] != version:
+            from .auth.guard import is_guarded
+
+            found = any(is_guarded(primitive) for registry in (
+                self.tools, self.prompts, self.resources, self.resource_templates)
+                for primitive in registry.values())
+            cached = self._guarded = (version, found)
+        return cached[1]
 
     async def registry_for(self, user_id: Any) -> Any:
         """What the Django user ``user_id`` (None: anonymous) may see; see :meth:`registry_view`."""

@@ -42,6 +42,15 @@ class ServerSession:
     # The pk of the Django user this session acts for (restricted registry entries: see
     # mcp_server.registry); None is anonymous. An HTTP session's is its owner's.
     user_id: Any = None
+    # Who sent the request being served (mcp_server.auth.Principal: user, scopes, client id), on
+    # an authenticated transport; None otherwise (stdio, anonymous HTTP).
+    principal: Any = None
+
+    def act_for(self, principal: Any) -> None:
+        """Serve requests of ``principal``: its user's restrictions apply (``user_id``)."""
+        self.principal = principal
+        if principal is not None and principal.user_id is not None:
+            self.user_id = principal.user_id
 
     @property
     def is_modern(self) -> bool:

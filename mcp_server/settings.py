@@ -135,11 +135,76 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a sealed requestState stays valid, and the audience it is bound to (None: none).
     "REQUEST_STATE_TTL": 300,
     "REQUEST_STATE_AUDIENCE": None,
+    # Authentication of the endpoint (mcp_server.auth): dotted paths of the classes tried in order
+    # (ours, or DRF authentication classes as they are). The default reads the Django session
+    # cookie only, at no cost to a request without one.
+    "AUTHENTICATION_CLASSES": ["mcp_server.auth.SessionAuthentication"],
+    # Refuse a request with no credential (401 and a Bearer challenge); False serves it anonymously.
+    "AUTHENTICATION_REQUIRED": False,
+    # The endpoint as an OAuth 2.1 resource server; every key is in RESOURCE_SERVER_DEFAULTS.
+    "RESOURCE_SERVER": {},
+}
+
+# MCP_SERVER["RESOURCE_SERVER"]: a project sets only the keys it changes; an unknown key is an error.
+RESOURCE_SERVER_DEFAULTS: dict[str, Any] = {
+    # The endpoint's canonical URI, the audience its tokens must name ("https://mcp.example.com/mcp").
+    # None: built from each request's scheme, Host and path (JWT and introspection then need AUDIENCE).
+    "RESOURCE": None,
+    # Issuer URLs of the authorization servers, for the Protected Resource Metadata (RFC 9728).
+    "AUTHORIZATION_SERVERS": [],
+    # Scopes the metadata advertises; the 401 challenge asks for REQUIRED_SCOPES, else these.
+    "SCOPES_SUPPORTED": [],
+    # Scopes every request needs (403 insufficient_scope without them).
+    "REQUIRED_SCOPES": [],
+    # Human-readable name in the metadata (resource_name); None leaves it out.
+    "RESOURCE_NAME": None,
+    # Dotted path of resolve(sub, claims) -> Django user or None, for bearer tokens; a plain def
+    # runs on a worker thread (ORM queries work). None: tokens carry no user.
+    "USER_RESOLVER": None,
+    # JWTAuthentication: access tokens as JWTs verified against the issuer's JWKS.
+    "JWT": {
+        "JWKS_URL": None,
+        "ISSUER": None,              # required "iss"; None: not checked
+        "AUDIENCE": None,            # required "aud"; None: RESOURCE
+        "ALGORITHMS": ["RS256", "ES256"],  # asymmetric only: HS* and none are refused
+        "LEEWAY": 30,                # seconds of clock skew allowed on exp, nbf, iat
+        "JWKS_CACHE_SECONDS": 3600,  # how long a fetched JWKS is used before it is fetched again
+        "JWKS_REFETCH_INTERVAL": 60,  # an unknown kid refetches at most once per this many seconds
+        "TIMEOUT": 5,                # seconds a JWKS fetch may take
+    },
+    # IntrospectionAuthentication: opaque tokens checked with RFC 7662 token introspection.
+    "INTROSPECTION": {
+        "ENDPOINT": None,
+        "CLIENT_ID": None,           # HTTP Basic credentials of this resource server
+        "CLIENT_SECRET": None,
+        "AUDIENCE": None,            # required in the answer's "aud"; None: RESOURCE
+        "CACHE_SECONDS": 60,         # an active answer is reused this long at most, never past exp
+        "CACHE_SIZE": 10_000,        # answers kept per process at most
+        "TIMEOUT": 5,                # seconds an introspection request may take
+    },
 }
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
            "SESSION_REQUEST_VALIDATOR", "REDIS_CLIENT_FACTORY", "SHARED_STATE_CLASS",
            "EVENT_STORE_CLASS")
+
+
+_NESTED = {"RESOURCE_SERVER": RESOURCE_SERVER_DEFAULTS}
+
+
+def _merged(path: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """``value`` over ``defaults``, a level of nested dicts at a time; an unknown key is an error."""
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"MCP_SERVER[{path!r}] must be a dict, not {type(value).__name__}")
+    unknown = set(value) - set(defaults)
+    if unknown:
+        raise ImproperlyConfigured(f"unknown MCP_SERVER[{path!r}] settings: {', '.join(sorted(unknown))}; "
+                                   f"the known ones are {', '.join(defaults)}")
+    merged = dict(defaults)
+    for key, item in value.items():
+        merged[key] = _merged(f"{path}.{key}", item, defaults[key]) if isinstance(defaults[key], dict) \
+            else item
+    return merged
 
 
 class MCPSettings:
@@ -153,7 +218,9 @@ class MCPSettings:
             raise AttributeError(f"MCP_SERVER has no setting {name!r}")
         if name not in self._cache:
             value = self._user().get(name, DEFAULTS[name])
-            if name in _DOTTED and isinstance(value, str):
+            if name in _NESTED:
+                value = _merged(name, value, _NESTED[name])
+            elif name in _DOTTED and isinstance(value, str):
                 try:
                     value = import_string(value)
                 except ImportError as exc:

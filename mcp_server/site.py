@@ -73,6 +73,7 @@ def get_transport() -> Any:
 
 
 def build_transport(server: Server) -> Any:
+    from .auth.resource_server import ResourceServer
     from .http import StreamableHTTPTransport
 
     s = mcp_settings
@@ -97,6 +98,7 @@ def build_transport(server: Server) -> Any:
         max_progress_token_length=s.MAX_PROGRESS_TOKEN_LENGTH,
         max_listen_subscriptions=s.MAX_LISTEN_SUBSCRIPTIONS,
         listen_keepalive_interval=s.LISTEN_KEEPALIVE_INTERVAL,
+        resource_server=ResourceServer.from_settings(),
     )
 
 

@@ -17,6 +17,7 @@ from django.urls import path, re_path  # noqa: E402
 
 from mcp_server.asgi import (  # noqa: E402
     cut_off_slow_daphne_readers,
+    protected_resource_metadata_app,
     refuse_oversized_daphne_bodies,
     session_auth,
     skip_daphne_form_parsing,
@@ -34,6 +35,9 @@ application = ProtocolTypeRouter({
         # The session cookie's user, if any, owns the MCP sessions it opens (Channels'
         # AuthMiddlewareStack, run only for a request that carries the session cookie).
         path("mcp", session_auth(streamable_http_app())),
+        # OAuth Protected Resource Metadata (RFC 9728) of /mcp: where clients find how to get a
+        # token (MCP_SERVER["RESOURCE_SERVER"]).
+        re_path(r"^\.well-known/oauth-protected-resource(?:/.*)?$", protected_resource_metadata_app()),
         re_path(r"", django_application),
     ]),
 })

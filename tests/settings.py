@@ -16,3 +16,6 @@ from project.settings import MCP_SERVER
 # registry is the code's alone here; the servers the tests start as processes (daphne, stdio:
 # tests.http_settings, tests.stdio_settings) read the admin-shaped registry, as a project does.
 MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": False}
+
+# DRF's TokenAuthentication, accepted as it is by the endpoint (tests/test_auth_resource_server.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]  # noqa: F405

@@ -354,6 +354,37 @@ def test_http_settings_shape_the_default_transport(default_server_restored):
                       else RedisState)
 
 
+AUTHENTICATION_SETTINGS = {"AUTHENTICATION_CLASSES", "AUTHENTICATION_REQUIRED", "RESOURCE_SERVER"}
+
+
+def test_authentication_settings_give_the_default_transport_its_resource_server(default_server_restored):
+    from mcp_server.auth.drf import DRFAuthentication
+    from mcp_server.auth.session import SessionAuthentication
+    from mcp_server.site import get_transport
+
+    # The default: no resource server at all (nothing runs per request).
+    assert get_transport().resource_server is None
+    assert mcp_settings.RESOURCE_SERVER["JWT"]["ALGORITHMS"] == ["RS256", "ES256"]
+    with override_settings(MCP_SERVER=demo_with(
+        AUTHENTICATION_REQUIRED=True, AUTODISCOVER=False,
+        AUTHENTICATION_CLASSES=["mcp_server.auth.SessionAuthentication",
+                                "rest_framework.authentication.BasicAuthentication"],
+        RESOURCE_SERVER={"RESOURCE": "https://mcp.example.com/mcp", "REQUIRED_SCOPES": ["mcp"],
+                         "INTROSPECTION": {"CACHE_SECONDS": 5}},
+    )):
+        resource_server = get_transport().resource_server
+        assert resource_server.required and resource_server.required_scopes == {"mcp"}
+        assert resource_server.resource == "https://mcp.example.com/mcp"
+        session, basic = resource_server.authenticators
+        assert isinstance(session, SessionAuthentication) and isinstance(basic, DRFAuthentication)
+        # A nested dict keeps the defaults of the keys it does not set.
+        assert mcp_settings.RESOURCE_SERVER["INTROSPECTION"]["CACHE_SECONDS"] == 5
+        assert mcp_settings.RESOURCE_SERVER["INTROSPECTION"]["CACHE_SIZE"] == 10_000
+    with override_settings(MCP_SERVER=demo_with(RESOURCE_SERVER=["not", "a", "dict"])), \
+            pytest.raises(ImproperlyConfigured, match="RESOURCE_SERVER"):
+        mcp_settings.RESOURCE_SERVER  # noqa: B018
+
+
 @pytest.mark.parametrize("redis_url", [None, "redis://127.0.0.1:6379/9"])
 def test_stored_event_limits_shape_the_event_store(default_server_restored, redis_url):
     from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
@@ -511,7 +542,7 @@ def test_every_setting_is_covered_here():
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
                "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
-               "BACKGROUND_CALLS", "BACKGROUND_RETRIES"}
+               "BACKGROUND_CALLS", "BACKGROUND_RETRIES", *AUTHENTICATION_SETTINGS}
     assert covered == set(DEFAULTS)
 
 

@@ -1,5 +1,29 @@
-"""Authentication of the MCP endpoint: classes named in settings, and the principal they find."""
+"""Authentication of the MCP endpoint: classes named in settings, and the principal they find.
 
-from .base import AuthenticationFailed, BaseAuthentication, Principal
+Classes are imported lazily (``mcp_server.auth.JWTAuthentication`` loads PyJWT on first use), so
+a project with the default session authentication never imports what it does not use.
+"""
 
-__all__ = ["AuthenticationFailed", "BaseAuthentication", "Principal"]
+from typing import Any
+
+from .base import AuthenticationFailed, AuthenticationUnavailable, BaseAuthentication, Principal
+
+_LAZY = {
+    "SessionAuthentication": ".session",
+    "JWTAuthentication": ".jwt_tokens",
+    "IntrospectionAuthentication": ".introspection",
+    "DRFAuthentication": ".drf",
+    "ResourceServer": ".resource_server",
+}
+
+__all__ = ["AuthenticationFailed", "AuthenticationUnavailable", "BaseAuthentication", "Principal",
+           *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(module, __name__), name)

@@ -36,6 +36,12 @@ class Principal:
     def user_id(self) -> Any:
         return getattr(self.user, "pk", None) if self.user is not None else None
 
+    @property
+    def subject(self) -> str | None:
+        """The token's ``sub``, when the class read one."""
+        sub = self.claims.get("sub")
+        return sub if isinstance(sub, str) else None
+
     def has_scopes(self, required: frozenset[str] | set[str] | list[str] | tuple[str, ...]) -> bool:
         return set(required) <= self.scopes
 
@@ -54,6 +60,11 @@ class AuthenticationFailed(Exception):  # DRF's name, which users know
         self.error = error
         self.description = description
         self.scopes = scopes  # for insufficient_scope: the scopes the request needs
+
+
+class AuthenticationUnavailable(Exception):
+    """The credential cannot be checked now (the JWKS or introspection endpoint does not answer):
+    the request gets 503 with Retry-After, not a challenge that would send the client to log in."""
 
 
 class BaseAuthentication:

@@ -7,6 +7,7 @@ from typing import Any
 from mcp_protocol.errors import InvalidParamsError
 
 from .. import mrtr
+from ..auth import guard
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
@@ -28,10 +29,9 @@ async def list_prompts(ctx: ServerContext) -> dict[str, Any]:
 
 
 async def get_prompt(ctx: ServerContext) -> dict[str, Any]:
-    server = ctx.server
     params = as_object(ctx.params, "prompts/get")
     name = required_string(params, "name", "prompts/get")
-    prompt = (await server.registry_view(ctx)).prompts.get(name)
+    prompt = await guard.find(ctx, "prompts", name)
     if prompt is None:
         ctx.instrumentation["error"] = "prompt_not_found"
         raise InvalidParamsError(f"Prompt not found {name}", data={"name": name})

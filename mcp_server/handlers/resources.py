@@ -6,6 +6,7 @@ from functools import partial
 from typing import Any
 
 from .. import mrtr
+from ..auth import guard
 from ..context import ServerContext
 from ..errors import ResourceNotFoundError
 from ..input_required import InputRequiredResult
@@ -58,17 +59,19 @@ async def read_resource(ctx: ServerContext) -> dict[str, Any]:
 
 
 async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any] | InputRequiredResult:
-    server = ctx.server
-    registry = await server.registry_view(ctx)
+    server, session = ctx.server, ctx.session
+    registry = await server.registry_for(session.user_id)
     resource = registry.resources.get(uri)
-    if resource is not None and resource.readable:
+    if resource is not None and resource.readable and await guard.usable(
+            server, resource, "resources", uri, session.principal, session.user_id):
         extra = {"server_context": ctx} if resource.wants_context else {}
         value = await mrtr.run_rounds(ctx, lambda: call_user_code(resource.handler, **extra))
         return value if isinstance(value, InputRequiredResult) \
             else read_result(value, uri, resource.mime_type)
     for template in registry.resource_templates.values():
         variables = template.match(uri) if template.readable else None
-        if variables is not None:
+        if variables is not None and await guard.usable(
+                server, template, "resource_templates", uri, session.principal, session.user_id):
             ctx.instrumentation["resource_template"] = template.uri_template
             extra = {"server_context": ctx} if template.wants_context else {}
             value = await mrtr.run_rounds(

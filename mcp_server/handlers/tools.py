@@ -10,6 +10,7 @@ from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
 from mcp_protocol.versions import is_modern_version
 
 from .. import mrtr
+from ..auth import guard
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
@@ -48,7 +49,7 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
     data = ctx.instrumentation
     params = as_object(ctx.params, "tools/call")
     name = required_string(params, "name", "tools/call")
-    tool = (await server.registry_view(ctx)).tools.get(name)
+    tool = await guard.find(ctx, "tools", name)
     if tool is None:
         data["error"] = "tool_not_found"
         raise InvalidParamsError(f"Tool not found: {name}", data={"name": name})

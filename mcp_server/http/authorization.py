@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ..invoke import call_user_code
 from .checks import Request
 from .errors import HTTPError
+from .limits import token_key
 from .session_store import SessionRecord
 
 if TYPE_CHECKING:
@@ -25,9 +26,14 @@ async def session_of(transport: StreamableHTTPTransport, request: Request) -> Se
 
 async def authorize(transport: StreamableHTTPTransport, request: Request,
                     record: SessionRecord) -> None:
-    """A session belongs to the user who opened it, keeps its Origin, and passes the validator."""
+    """A session belongs to the principal who opened it (its user; without one, its token's client
+    and subject), keeps its Origin, and passes the validator."""
     if record.owner_id is not None and (request.user is None or request.user.pk != record.owner_id):
         raise HTTPError(403, "Forbidden: this session belongs to another user")
+    if record.principal.startswith("token:") and (
+            request.user is not None or request.principal is None
+            or token_key(request.principal) != record.principal):
+        raise HTTPError(403, "Forbidden: this session belongs to another client")
     origin = request.header("origin")
     if record.origin and origin and origin != record.origin:
         raise HTTPError(403, "Forbidden: the Origin differs from the one that opened the session")

@@ -22,7 +22,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 class Request:
     """The parts of an ASGI HTTP scope the transport reads (header names in lower case)."""
 
-    __slots__ = ("client", "headers", "method", "path", "scheme", "scope", "user")
+    __slots__ = ("client", "headers", "method", "path", "principal", "scheme", "scope", "user")
 
     def __init__(self, scope: dict):
         self.scope = scope
@@ -38,6 +38,8 @@ class Request:
         self.headers = headers
         user = scope.get("user")
         self.user = user if user is not None and getattr(user, "is_authenticated", False) else None
+        # Who sent it (mcp_server.auth.Principal), set by the endpoint once authenticated.
+        self.principal: Any = None
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
@@ -60,6 +62,16 @@ def check_header_values(request: Request) -> None:
 def check_host_and_origin(request: Request, allowed_hosts: list[str],
                           allowed_origins: list[str]) -> None:
     """DNS-rebinding protection: a known Host, and an Origin of the same site or allowed."""
+    host = check_host(request, allowed_hosts)
+    origin = request.header("origin")
+    if origin is None or origin in allowed_origins:
+        return
+    if host is None or not same_origin(origin, request.scheme, host):
+        raise HTTPError(403, "Invalid Origin header")
+
+
+def check_host(request: Request, allowed_hosts: list[str]) -> str | None:
+    """A Host of loopback or ``allowed_hosts`` (403 otherwise); returns it."""
     host = request.header("host")
     if host is not None:
         domain, _port = split_domain_port(host)  # lower case; "[::1]" keeps its brackets
@@ -68,11 +80,7 @@ def check_host_and_origin(request: Request, allowed_hosts: list[str],
         )
         if not allowed:
             raise HTTPError(403, "Invalid Host header")
-    origin = request.header("origin")
-    if origin is None or origin in allowed_origins:
-        return
-    if host is None or not same_origin(origin, request.scheme, host):
-        raise HTTPError(403, "Invalid Origin header")
+    return host
 
 
 def same_origin(origin: str, scheme: str, host: str) -> bool:

@@ -19,6 +19,7 @@ from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
+from ..auth.base import Principal
 from .checks import Request, check_header_values, check_host_and_origin
 from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
@@ -44,6 +45,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
     def __init__(self, transport: StreamableHTTPTransport):
         super().__init__()
         self.transport = transport
+        self.principal: Principal | None = None
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -61,6 +63,14 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
             if self.transport.dns_rebinding_protection:
                 check_host_and_origin(request, self.transport.allowed_hosts,
                                       self.transport.allowed_origins)
+            resource_server = self.transport.resource_server
+            if resource_server is None:
+                # The default: the session cookie's user (session_auth), and nothing else to run.
+                if request.user is not None:
+                    request.principal = Principal(user=request.user, method="session")
+            else:
+                await self.authenticate(request, resource_server)
+            self.principal = request.principal
             handler = VERBS.get(request.method)
             if refuses_verb(request):
                 raise HTTPError(405, f"Method not allowed: {request.method} (protocol revision "
@@ -84,6 +94,28 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         except Exception as exc:
             self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
             await self.reply_error(internal_error())
+
+    async def authenticate(self, request: Request, resource_server: Any) -> None:
+        """Who sent the request (``request.principal`` and ``request.user``), or its refusal."""
+        try:
+            principal = await resource_server.authenticate(request)
+        except HTTPError as refused:
+            if request.method == "POST" and refused.status in (400, 401, 403):
+                refused.request_id = await self._request_id_of_body(request)
+            raise
+        request.principal = principal
+        user = principal.user if principal is not None else None
+        request.user = user if user is not None and getattr(user, "is_authenticated", False) else None
+
+    async def _request_id_of_body(self, request: Request) -> Any:
+        """The JSON-RPC id of a refused POST, where one can be read (bounded as any body is)."""
+        try:
+            body = await self.read_body(request)
+            payload = jsonrpc.decode(body, self.transport.max_json_depth, self.transport.max_json_containers)
+        except (HTTPError, jsonrpc.DecodeError):
+            return None
+        request_id = payload.get("id") if isinstance(payload, dict) else None
+        return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
     # Responses -------------------------------------------------------------------------------
     async def reply(self, status: int, body: bytes = b"",

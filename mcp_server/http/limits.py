@@ -6,8 +6,9 @@ themselves are options of the transport (``MCP_SERVER`` settings, see the README
 
 from __future__ import annotations
 
+import hashlib
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..invoke import run_in_thread
 from .errors import HTTPError
@@ -38,11 +39,20 @@ def check_progress_token(params: object, request_id: object, limit: int | None) 
 
 
 def principal_of(request: Request) -> str:
-    """Who a new session is counted against: the Django user, else the client's address."""
+    """Who a new session is counted against, and bound to: the Django user, else the OAuth client
+    and subject of its token (see :func:`token_key`), else the client's address."""
     if request.user is not None:
         return f"user:{request.user.pk}"
+    if request.principal is not None:
+        return token_key(request.principal)
     client = request.client
     return f"address:{client[0] if client else ''}"[:255]
+
+
+def token_key(principal: Any) -> str:
+    """A principal with no user, as its OAuth client id and token subject (hashed: fixed length)."""
+    seen = f"{principal.client_id or ''}\x00{principal.subject or ''}\x00{principal.method}"
+    return "token:" + hashlib.sha256(seen.encode()).hexdigest()[:40]
 
 
 class StreamSlots:

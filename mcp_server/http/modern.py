@@ -104,7 +104,9 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
     if incoming.kind == "notification":
         # No client notification is defined on this path (cancelling is disconnecting); a custom
         # one still reaches its hook.
-        await server.handle_async(incoming.message, ServerSession(server, outbound=DroppingOutbound()))
+        session = ServerSession(server, outbound=DroppingOutbound())
+        session.act_for(consumer.principal)
+        await server.handle_async(incoming.message, session)
         await consumer.reply(202)
         return
     try:
@@ -156,6 +158,7 @@ async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: j
                             streams=accepts_event_stream(request),
                             stall_timeout=transport.sse_stall_timeout)
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
+    session.act_for(consumer.principal)
 
     def disconnected() -> None:
         # Closing the response is this revision's cancellation (no notifications/cancelled).

@@ -10,6 +10,7 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
 
+from ..auth.guard import check_call_scopes
 from ..session import ServerSession
 from .authorization import authorize, session_of
 from .checks import (
@@ -48,6 +49,8 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
+    if incoming.kind == "request" and transport.server.guarded:
+        await check_call_scopes(transport, request, incoming)
     if routes_here(request, incoming):
         await handle_modern_post(consumer, request, incoming)
         return
@@ -79,6 +82,7 @@ async def _stateless(consumer: StreamableHTTPConsumer, incoming: jsonrpc.Incomin
     """Every POST runs against a new, empty session: nothing leaks from one to the next."""
     server = consumer.transport.server
     session = ServerSession(server, outbound=DroppingOutbound())
+    session.act_for(consumer.principal)
     session.requests_refused = "Stateless mode does not support server-to-client requests"
     answer = await server.handle_async(incoming.message, session)
     if answer is None:
@@ -149,7 +153,7 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
         # The request may run in any process: send the cancel where it runs.
         await transport.route_cancel(record.id, params.get("requestId"), params.get("reason"))
         return
-    session = HTTPServerSession(transport, record, DroppingOutbound())
+    session = HTTPServerSession(transport, record, DroppingOutbound(), consumer.principal)
     await transport.server.handle_async(incoming.message, session)
 
 
@@ -174,7 +178,8 @@ async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
 async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
                          incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    session = HTTPServerSession(transport, record, PostOutbound(transport, record, incoming.id, None))
+    session = HTTPServerSession(transport, record, PostOutbound(transport, record, incoming.id, None),
+                                consumer.principal)
     session.requests_refused = "JSON response mode does not support server-to-client requests"
     answer = await transport.server.handle_async(incoming.message, session)
     if answer is None:
@@ -190,7 +195,7 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
     sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
                       stall_timeout=transport.sse_stall_timeout)
     outbound = PostOutbound(transport, record, incoming.id, sse)
-    session = HTTPServerSession(transport, record, outbound)
+    session = HTTPServerSession(transport, record, outbound, consumer.principal)
     if record.protocol_version >= "2025-11-25":
         # An event id before anything else lets the client resume this stream (SEP-1699); it
         # goes out with the first event, or on its own a moment later.

@@ -25,7 +25,7 @@ class HTTPServerSession(ServerSession):
     """One request's view of a stored session; what it changes is written back."""
 
     def __init__(self, transport: StreamableHTTPTransport, record: SessionRecord,
-                 outbound: Any):
+                 outbound: Any, principal: Any = None):
         super().__init__(
             transport.server, outbound=outbound, session_id=record.id,
             request_timeout=transport.server_to_client_request_timeout,
@@ -38,6 +38,7 @@ class HTTPServerSession(ServerSession):
         self.client_info = record.client_info
         self.client_capabilities = record.client_capabilities
         self.log_level = record.log_level or None
+        self.principal = principal
 
     @property
     def user_id(self) -> Any:  # type: ignore[override]

@@ -58,6 +58,9 @@ class StreamableHTTPTransport(Claims, Routing):
     ``max_listen_subscriptions``: ``subscriptions/listen`` streams one process serves at once (503
     past it; None: unlimited); ``listen_keepalive_interval``: seconds between keepalive comments
     on them (None: none, when a proxy keeps the stream alive). See :mod:`.listen_streams`.
+    ``resource_server``: a :class:`mcp_server.auth.ResourceServer` that authenticates requests and
+    answers with Bearer challenges (None: the Django session cookie's user, as ``session_auth``
+    puts it in the scope, and nothing required).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class StreamableHTTPTransport(Claims, Routing):
         group: str | None = None,
         max_listen_subscriptions: int | None = 1000,
         listen_keepalive_interval: float | None = 15,
+        resource_server: Any = None,
     ):
         for name, value in (("max_request_bytes", max_request_bytes), ("max_json_depth", max_json_depth),
                             ("max_json_containers", max_json_containers),
@@ -144,6 +148,10 @@ class StreamableHTTPTransport(Claims, Routing):
         self.max_progress_token_length = max_progress_token_length
         self.max_listen_subscriptions = max_listen_subscriptions
         self.listen_keepalive_interval = listen_keepalive_interval
+        # Authentication and the OAuth resource server's policy (mcp_server.auth.ResourceServer);
+        # None: the Django session cookie's user alone, and nothing required.
+        self.resource_server = resource_server
+        self._challenges: Any = resource_server
         self.subscriptions = SubscriptionStore(max_subscriptions_per_session, self.group)
         self.stream_slots = StreamSlots(self.state, max_streams_per_session, self.stream_claim_ttl)
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
@@ -152,6 +160,16 @@ class StreamableHTTPTransport(Claims, Routing):
             weakref.WeakKeyDictionary()
         )
         server.add_transport(self)  # beside any other transport of the server, not instead
+
+    @property
+    def challenges(self) -> Any:
+        """What builds this endpoint's Bearer challenges: its resource server, else one from the
+        settings (a call refused for its scopes needs one even without authentication configured)."""
+        if self._challenges is None:
+            from ..auth.resource_server import ResourceServer
+
+            self._challenges = ResourceServer.from_settings(always=True)
+        return self._challenges
 
     @property
     def allowed_hosts(self) -> list[str]:

@@ -60,3 +60,29 @@ def put(body: dict, key: str, value: Any) -> None:
     """Set ``key`` unless ``value`` is None (optional fields are omitted, never null)."""
     if value is not None:
         body[key] = value
+
+
+def check_required_scopes(scopes: Any) -> tuple[str, ...]:
+    """OAuth scopes a principal needs to see and use a primitive (RFC 6749 scope tokens)."""
+    if isinstance(scopes, str) or not isinstance(scopes, list | tuple | set | frozenset):
+        raise ValueError(f"required_scopes must be a list of scopes, not {scopes!r}")
+    return tuple(sorted(check_scope(scope, "required_scopes") for scope in scopes))
+
+
+def check_permissions(permissions: Any) -> tuple[str, ...]:
+    """Django permissions ("app_label.codename") a principal's user needs, all of them."""
+    if isinstance(permissions, str) or not isinstance(permissions, list | tuple | set | frozenset):
+        raise ValueError(f"permissions must be a list of 'app_label.codename' strings, not {permissions!r}")
+    for permission in permissions:
+        if not isinstance(permission, str) or permission.count(".") != 1 or " " in permission:
+            raise ValueError(f"permission {permission!r} is not an 'app_label.codename' string")
+    return tuple(sorted(permissions))
+
+
+def check_scope(scope: Any, where: str) -> str:
+    """A scope token of RFC 6749 3.3: printable ASCII, no space, quote or backslash."""
+    if not isinstance(scope, str) or not scope or \
+            any(not 0x21 <= ord(c) <= 0x7E or c in '"\\' for c in scope):
+        raise ValueError(f"{where}: {scope!r} is not a scope (printable ASCII without spaces, quotes or "
+                         "backslashes)")
+    return scope

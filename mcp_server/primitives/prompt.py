@@ -9,7 +9,15 @@ from typing import Any, ClassVar
 
 from mcp_protocol.content import Text, to_wire
 
-from .base import accepts_keyword, check_icons, check_meta, put, snake_case
+from .base import (
+    accepts_keyword,
+    check_icons,
+    check_meta,
+    check_permissions,
+    check_required_scopes,
+    put,
+    snake_case,
+)
 
 ROLES = ("user", "assistant")
 
@@ -82,6 +90,9 @@ class Prompt:
     arguments: ClassVar[list] = []
     icons: ClassVar[list[dict] | None] = None
     meta: ClassVar[dict | None] = None
+    # OAuth scopes and Django permissions a principal needs to see and get the prompt.
+    required_scopes: ClassVar[tuple[str, ...]] = ()
+    permissions: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -89,6 +100,8 @@ class Prompt:
         cls.arguments = [_argument(a) for a in cls.arguments]
         cls.icons = check_icons(cls.icons)
         cls.meta = check_meta(cls.meta)
+        cls.required_scopes = check_required_scopes(cls.required_scopes)
+        cls.permissions = check_permissions(cls.permissions)
 
     def __init__(self) -> None:
         self._handler: Callable = self.template
@@ -108,6 +121,8 @@ class Prompt:
         arguments: list | None = None,
         icons: list[dict] | None = None,
         meta: dict | None = None,
+        required_scopes: list[str] | tuple[str, ...] = (),
+        permissions: list[str] | tuple[str, ...] = (),
     ) -> Any:
         """A prompt whose ``handler(args, server_context=...)`` builds the result."""
 
@@ -115,6 +130,7 @@ class Prompt:
             return _FunctionPrompt(
                 function, name=name, title=title, description=description,
                 arguments=arguments or [], icons=icons, meta=meta,
+                required_scopes=required_scopes, permissions=permissions,
             )
 
         return build(handler) if handler is not None else build
@@ -154,13 +170,16 @@ class _FunctionPrompt(Prompt):
         self.arguments = [_argument(a) for a in fields.get("arguments", [])]
         self.icons = check_icons(fields.get("icons"))
         self.meta = check_meta(fields.get("meta"))
+        self.required_scopes = check_required_scopes(fields.get("required_scopes", ()))
+        self.permissions = check_permissions(fields.get("permissions", ()))
         self._handler = function
         self._wants_context = accepts_keyword(function, "server_context")
 
 
 def prompt_from_function(function: Callable, *, name: str | None = None, title: str | None = None,
                          description: str | None = None, icons: list[dict] | None = None,
-                         meta: dict | None = None) -> Prompt:
+                         meta: dict | None = None, required_scopes: list[str] | tuple[str, ...] = (),
+                         permissions: list[str] | tuple[str, ...] = ()) -> Prompt:
     """A prompt whose function takes its arguments as keywords and returns messages or text."""
     arguments = []
     for parameter in inspect.signature(function).parameters.values():
@@ -183,7 +202,8 @@ def prompt_from_function(function: Callable, *, name: str | None = None, title: 
     return _FunctionPrompt(
         chosen, name=name or function.__name__, title=title,
         description=description if description is not None else inspect.getdoc(function),
-        arguments=arguments, icons=icons, meta=meta,
+        arguments=arguments, icons=icons, meta=meta, required_scopes=required_scopes,
+        permissions=permissions,
     )
 
 

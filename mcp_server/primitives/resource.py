@@ -8,7 +8,15 @@ from typing import Any, ClassVar
 
 from mcp_protocol.content import BlobContents, TextContents, to_wire
 
-from .base import accepts_keyword, check_icons, check_meta, put, snake_case
+from .base import (
+    accepts_keyword,
+    check_icons,
+    check_meta,
+    check_permissions,
+    check_required_scopes,
+    put,
+    snake_case,
+)
 
 AUDIENCES = ("user", "assistant")
 
@@ -42,6 +50,9 @@ class _ResourceBase:
     annotations: ClassVar[dict | None] = None
     icons: ClassVar[list[dict] | None] = None
     meta: ClassVar[dict | None] = None
+    # OAuth scopes and Django permissions a principal needs to see and read the resource.
+    required_scopes: ClassVar[tuple[str, ...]] = ()
+    permissions: ClassVar[tuple[str, ...]] = ()
 
     _handler: Callable | None = None
     _wants_context = False
@@ -51,6 +62,8 @@ class _ResourceBase:
         holder.annotations = check_resource_annotations(holder.annotations)
         holder.icons = check_icons(holder.icons)
         holder.meta = check_meta(holder.meta)
+        holder.required_scopes = check_required_scopes(holder.required_scopes)
+        holder.permissions = check_permissions(holder.permissions)
 
     def _init_fields(self, fields: dict[str, Any], handler: Callable | None) -> None:
         for key, value in fields.items():

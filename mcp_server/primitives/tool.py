@@ -8,7 +8,15 @@ import typing
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .base import accepts_keyword, check_icons, check_meta, put, snake_case
+from .base import (
+    accepts_keyword,
+    check_icons,
+    check_meta,
+    check_permissions,
+    check_required_scopes,
+    put,
+    snake_case,
+)
 from .schema import InputSchema, OutputSchema, input_schema, output_schema
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -70,6 +78,10 @@ class Tool:
     meta: ClassVar[dict | None] = None
     # Run on a Celery worker instead of the web process (issue of background tools).
     background: ClassVar[bool] = False
+    # OAuth scopes and Django permissions ("app_label.codename") a principal needs: without them
+    # the tool is not listed, and a call is refused (over HTTP, 403 insufficient_scope).
+    required_scopes: ClassVar[tuple[str, ...]] = ()
+    permissions: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -80,6 +92,8 @@ class Tool:
         cls.annotations = tool_annotations(cls.annotations)
         cls.icons = check_icons(cls.icons)
         cls.meta = check_meta(cls.meta)
+        cls.required_scopes = check_required_scopes(cls.required_scopes)
+        cls.permissions = check_permissions(cls.permissions)
 
     def __init__(self) -> None:
         # Handlers get the arguments as keywords; Tool.define handlers get one dict instead.
@@ -105,6 +119,8 @@ class Tool:
         annotations: dict | None = None,
         meta: dict | None = None,
         background: bool = False,
+        required_scopes: list[str] | tuple[str, ...] = (),
+        permissions: list[str] | tuple[str, ...] = (),
     ) -> Any:
         """A tool whose ``handler(arguments, server_context=...)`` gets the arguments dict.
 
@@ -116,7 +132,7 @@ class Tool:
                 function, arguments_as_dict=True, name=name, title=title,
                 description=description, icons=icons, input_schema=input_schema,
                 output_schema=output_schema, annotations=annotations, meta=meta,
-                background=background,
+                background=background, required_scopes=required_scopes, permissions=permissions,
             )
 
         return build(handler) if handler is not None else build
@@ -166,6 +182,8 @@ class _FunctionTool(Tool):
         self.annotations = tool_annotations(fields.get("annotations"))
         self.meta = check_meta(fields.get("meta"))
         self.background = bool(fields.get("background", False))
+        self.required_scopes = check_required_scopes(fields.get("required_scopes", ()))
+        self.permissions = check_permissions(fields.get("permissions", ()))
         self._arguments_as_dict = arguments_as_dict
         self._handler = function
         self._wants_context = accepts_keyword(function, "server_context")
@@ -184,6 +202,8 @@ def tool_from_function(
     annotations: dict | None = None,
     meta: dict | None = None,
     background: bool = False,
+    required_scopes: list[str] | tuple[str, ...] = (),
+    permissions: list[str] | tuple[str, ...] = (),
 ) -> Tool:
     """A tool whose function takes its arguments as keywords, schemas read from type hints."""
     hints = typing.get_type_hints(function)
@@ -196,7 +216,8 @@ def tool_from_function(
         description=description if description is not None else inspect.getdoc(function),
         icons=icons, input_schema=schema, output_schema=output_schema,
         annotations=annotations, meta=meta, background=background,
-        structured_output=output_schema is not None,
+        structured_output=output_schema is not None, required_scopes=required_scopes,
+        permissions=permissions,
     )
 
 

@@ -1,0 +1,135 @@
+"""Per-primitive OAuth scopes and Django permissions (``Tool(..., required_scopes=[...],
+permissions=[...])``, and the same on prompts, resources and resource templates).
+
+A principal without them does not see the primitive in lists. Using it is refused: lacking a
+permission, it is unknown (as an entry an administrator restricted); lacking a scope, the request
+is refused naming the scopes (403 ``insufficient_scope`` over HTTP, so the client can step up; a
+JSON-RPC error elsewhere, where there is no token to upgrade). Scopes come from a token: a
+principal of the session cookie holds none. These checks go with the registry's restrictions
+(``mcp_server.registry``): the same view, the same cached grants.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp_protocol.errors import INVALID_REQUEST, MCPError
+
+from ..registry import access
+from ..registry.overlay import KINDS, View
+
+if TYPE_CHECKING:
+    from ..context import ServerContext
+    from ..http.checks import Request
+    from ..server import Server
+
+# The method that uses each kind of primitive, and the param naming it.
+USES = {"tools/call": ("tools", "name"), "prompts/get": ("prompts", "name"),
+        "resources/read": ("resources", "uri")}
+_SINGULAR = {"tools": "tool", "prompts": "prompt", "resources": "resource",
+             "resource_templates": "resource template"}
+
+
+class InsufficientScopeError(MCPError):
+    """The principal lacks OAuth scopes a primitive requires (``data.requiredScopes``)."""
+
+    def __init__(self, kind: str, key: str, scopes: tuple[str, ...]):
+        super().__init__(f"Forbidden: the {_SINGULAR.get(kind, kind)} {key!r} needs the scopes "
+                         f"{' '.join(scopes)}", code=INVALID_REQUEST, data={"requiredScopes": list(scopes)})
+        self.scopes = scopes
+
+
+def is_guarded(primitive: Any) -> bool:
+    return bool(getattr(primitive, "required_scopes", ()) or getattr(primitive, "permissions", ()))
+
+
+def lacking_scopes(primitive: Any, principal: Any) -> tuple[str, ...]:
+    """The primitive's scopes when the principal lacks any of them, else ()."""
+    scopes = getattr(primitive, "required_scopes", ())
+    if not scopes:
+        return ()
+    held = principal.scopes if principal is not None else frozenset()
+    return () if held.issuperset(scopes) else tuple(scopes)
+
+
+def permitted(primitive: Any, grant: access.Grant | None) -> bool:
+    permissions = getattr(primitive, "permissions", ())
+    if not permissions:
+        return True
+    if grant is None or not grant.active:
+        return False
+    return grant.superuser or grant.permissions.issuperset(permissions)
+
+
+async def grant_of(user_id: Any) -> access.Grant | None:
+    return None if user_id is None else await access.grant_for(user_id)
+
+
+async def visible(registry: Any, principal: Any, user_id: Any) -> View:
+    """What of ``registry`` the principal may see."""
+    needs_grant = any(getattr(primitive, "permissions", ())
+                      for kind in KINDS for primitive in getattr(registry, kind).values())
+    grant = await grant_of(user_id) if needs_grant else None
+    view = View()
+    for kind in KINDS:
+        getattr(view, kind).update(
+            (key, primitive) for key, primitive in getattr(registry, kind).items()
+            if permitted(primitive, grant) and not lacking_scopes(primitive, principal))
+    return view
+
+
+async def usable(server: Server, primitive: Any, kind: str, key: str, principal: Any, user_id: Any) -> bool:
+    """Whether the principal may use ``primitive``: False when a permission hides it; raises
+    :class:`InsufficientScopeError` when it lacks scopes."""
+    if not server.guarded or not is_guarded(primitive):
+        return True
+    if getattr(primitive, "permissions", ()) and not permitted(primitive, await grant_of(user_id)):
+        return False
+    lacking = lacking_scopes(primitive, principal)
+    if lacking:
+        raise InsufficientScopeError(kind, key, lacking)
+    return True
+
+
+async def find(ctx: ServerContext, kind: str, key: str) -> Any:
+    """The primitive ``key`` of ``kind`` this request may use, None when it is unknown to it."""
+    server, session = ctx.server, ctx.session
+    primitive = getattr(await server.registry_for(session.user_id), kind).get(key)
+    if primitive is None:
+        return None
+    return primitive if await usable(server, primitive, kind, key, session.principal, session.user_id) \
+        else None
+
+
+def _used(registry: Any, method: str | None, params: Any) -> tuple[str, str, Any] | None:
+    """The primitive a request uses: (kind, key, primitive), None when it names none."""
+    use = USES.get(method or "")
+    if use is None or not isinstance(params, dict) or not isinstance(params.get(use[1]), str):
+        return None
+    kind, key = use[0], params[use[1]]
+    primitive = getattr(registry, kind).get(key)
+    if primitive is None and kind == "resources":
+        for template in registry.resource_templates.values():
+            if template.readable and template.match(key) is not None:
+                return "resource_templates", key, template
+    return (kind, key, primitive) if primitive is not None else None
+
+
+async def check_call_scopes(transport: Any, request: Request, incoming: Any) -> None:
+    """Over HTTP, before anything runs: a call the principal lacks scopes for gets 403
+    ``insufficient_scope`` with the scopes it needs (a step-up challenge)."""
+    if incoming.method not in USES:
+        return
+    server = transport.server
+    user_id = request.user.pk if request.user is not None else None
+    used = _used(await server.registry_for(user_id), incoming.method, incoming.params)
+    if used is None:
+        return
+    kind, key, primitive = used
+    try:
+        await usable(server, primitive, kind, key, request.principal, user_id)
+    except InsufficientScopeError as refused:
+        challenges = transport.challenges
+        error = challenges.insufficient_scope(request, set(refused.scopes) | challenges.required_scopes)
+        error.request_id = incoming.id
+        raise error from None

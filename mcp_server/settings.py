@@ -135,7 +135,49 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a sealed requestState stays valid, and the audience it is bound to (None: none).
     "REQUEST_STATE_TTL": 300,
     "REQUEST_STATE_AUDIENCE": None,
+    # The optional OAuth 2.1 authorization server app (mcp_server.authorization_server): a dict of
+    # the keys of AUTHORIZATION_SERVER_DEFAULTS below; the keys it leaves out keep their defaults.
+    "AUTHORIZATION_SERVER": {},
 }
+
+AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
+    # The issuer identifier (RFC 8414), e.g. "https://auth.example.com"; None: the origin of each
+    # request (scheme and host), right behind no proxy or one Django trusts (SECURE_PROXY_SSL_HEADER).
+    "ISSUER": None,
+    # Scopes clients may ask for, name -> what the consent page says; and those granted when a
+    # request names none.
+    "SCOPES": {"mcp": "Use this server's tools, prompts and resources"},
+    "DEFAULT_SCOPES": ["mcp"],
+    # The canonical URI of this site's MCP endpoint (RFC 8707 resource, the tokens' audience), as
+    # LocalTokenAuthentication checks it; None: the URL each request came to (scheme, host, path).
+    "RESOURCE": None,
+    # Seconds an access token, a refresh token and an authorization code are valid.
+    "ACCESS_TOKEN_LIFETIME": 3600,
+    "REFRESH_TOKEN_LIFETIME": 30 * 24 * 3600,
+    "AUTHORIZATION_CODE_LIFETIME": 60,
+    # Dynamic Client Registration (RFC 7591, RFC 7592), open to anyone (as MCP clients need).
+    "DYNAMIC_CLIENT_REGISTRATION": True,
+    # Client ID Metadata Documents: an https client_id is fetched, validated and kept this many
+    # seconds at most (less when its Cache-Control says so, never less than a minute).
+    "CLIENT_ID_METADATA_DOCUMENTS": True,
+    "CIMD_CACHE_TIMEOUT": 3600,
+    # The fetch: seconds it may take, bytes the document may have.
+    "CIMD_FETCH_TIMEOUT": 5,
+    "CIMD_MAX_DOCUMENT_BYTES": 5 * 1024,
+    # Let a document's host resolve to a loopback address: for tests and development only (the
+    # fetch otherwise refuses private, loopback, link-local, multicast and reserved addresses).
+    "CIMD_ALLOW_LOOPBACK": False,
+    # A file of CA certificates the fetch verifies documents' servers with; None: the system's.
+    "CIMD_CA_BUNDLE": None,
+    # Seconds after which a dynamically registered client that holds no token (it never got one,
+    # or they are all gone) counts as abandoned (manage.py mcp_prune_oauth_clients).
+    "ABANDONED_CLIENT_AGE": 7 * 24 * 3600,
+    # Where the consent page sends a visitor who is not logged in; None: Django's LOGIN_URL.
+    "LOGIN_URL": None,
+}
+
+# Settings that are dicts of their own keys, each with its defaults.
+_NESTED: dict[str, dict[str, Any]] = {"AUTHORIZATION_SERVER": AUTHORIZATION_SERVER_DEFAULTS}
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
            "SESSION_REQUEST_VALIDATOR", "REDIS_CLIENT_FACTORY", "SHARED_STATE_CLASS",
@@ -153,6 +195,8 @@ class MCPSettings:
             raise AttributeError(f"MCP_SERVER has no setting {name!r}")
         if name not in self._cache:
             value = self._user().get(name, DEFAULTS[name])
+            if name in _NESTED:
+                value = _merged(name, value)
             if name in _DOTTED and isinstance(value, str):
                 try:
                     value = import_string(value)
@@ -184,6 +228,20 @@ class MCPSettings:
 
     def reload(self) -> None:
         self._cache.clear()
+
+
+def _merged(name: str, value: Any) -> dict[str, Any]:
+    """A nested setting's defaults overlaid with the project's keys, which must all be known."""
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"MCP_SERVER[{name!r}] must be a dict, not {type(value).__name__}")
+    defaults = _NESTED[name]
+    unknown = set(value) - set(defaults)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"unknown MCP_SERVER[{name!r}] settings: {', '.join(sorted(unknown))}; "
+            f"the known ones are {', '.join(defaults)}"
+        )
+    return {**defaults, **value}
 
 
 mcp_settings = MCPSettings()

@@ -38,8 +38,8 @@ def register(client: Any, base: str = "", **metadata: Any) -> dict:
     return response.json()
 
 
-def authorize_query(client_id: str, pkce: PKCE | None, *, state: str = "st-1", resource: str | None = RESOURCE,
-                    redirect_uri: str = REDIRECT_URI, **extra: str) -> str:
+def authorize_query(client_id: str, pkce: PKCE | None, *, state: str = "st-1",
+                    resource: str | None = RESOURCE, redirect_uri: str = REDIRECT_URI, **extra: str) -> str:
     params = {"response_type": "code", "client_id": client_id, "redirect_uri": redirect_uri,
               "state": state, "scope": "mcp"}
     if pkce is not None:

@@ -45,6 +45,10 @@ def user(client) -> User:
     return user
 
 
+def refresh(client, client_id: str, refresh_token: str):
+    return token(client, grant_type="refresh_token", refresh_token=refresh_token, client_id=client_id)
+
+
 def issued_tokens():
     """Access tokens but the registration access tokens (RFC 7592) registrations get."""
     return AccessToken.objects.exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
@@ -67,7 +71,8 @@ def test_metadata_document(client):
     assert data["code_challenge_methods_supported"] == ["S256"]
     assert data["response_types_supported"] == ["code"]
     assert set(data["grant_types_supported"]) == {"authorization_code", "refresh_token", "client_credentials"}
-    assert data["token_endpoint_auth_methods_supported"] == ["none", "client_secret_basic", "client_secret_post"]
+    assert data["token_endpoint_auth_methods_supported"] == [
+        "none", "client_secret_basic", "client_secret_post"]
     assert data["client_id_metadata_document_supported"] is True
     assert data["authorization_response_iss_parameter_supported"] is True
     assert data["scopes_supported"] == ["mcp"]
@@ -91,7 +96,8 @@ def test_unknown_authorization_server_setting_is_refused(settings):
     from django.core.exceptions import ImproperlyConfigured
 
     # Refused as the setting changes: the toolkit's settings are derived from it at once.
-    with pytest.raises(ImproperlyConfigured, match=r"unknown MCP_SERVER\['AUTHORIZATION_SERVER'\] settings: ISUER"):
+    unknown = r"unknown MCP_SERVER\['AUTHORIZATION_SERVER'\] settings: ISUER"
+    with pytest.raises(ImproperlyConfigured, match=unknown):
         settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {"ISUER": "x"}}
 
 
@@ -138,7 +144,8 @@ def test_registration_refuses_bad_redirect_uris(client, uris, reason):
      "client_credentials needs a confidential client"),
 ])
 def test_registration_refuses_grants_and_auth_methods_oauth_2_1_has_not(client, metadata, reason):
-    body = {"client_name": "x", "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none", **metadata}
+    body = {"client_name": "x", "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none",
+            **metadata}
     response = client.post("/oauth/register/", body, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client_metadata"
@@ -158,11 +165,13 @@ def test_registration_management_read_update_delete(client):
     assert read.json()["redirect_uris"] == [REDIRECT_URI]
 
     refused = client.put(uri, {"client_name": "x", "redirect_uris": ["http://evil.example.com/cb"],
-                               "token_endpoint_auth_method": "none"}, content_type="application/json", **bearer)
+                               "token_endpoint_auth_method": "none"},
+                         content_type="application/json", **bearer)
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_redirect_uri"
 
     updated = client.put(uri, {"client_name": "Renamed", "redirect_uris": ["http://localhost:9000/cb"],
-                               "token_endpoint_auth_method": "none"}, content_type="application/json", **bearer)
+                               "token_endpoint_auth_method": "none"},
+                         content_type="application/json", **bearer)
     assert updated.status_code == 200
     assert updated.json()["client_name"] == "Renamed"
     assert updated.json()["redirect_uris"] == ["http://localhost:9000/cb"]
@@ -199,7 +208,7 @@ def test_code_flow_refresh_rotation_and_revocation(client, user):
     principal = authenticate(first["access_token"])
     assert (principal.user, principal.client_id, principal.scopes) == (user, client_id, frozenset({"mcp"}))
 
-    refreshed = token(client, grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=client_id)
+    refreshed = refresh(client, client_id, first["refresh_token"])
     assert refreshed.status_code == 200, refreshed.content
     second = refreshed.json()
     assert second["refresh_token"] != first["refresh_token"]
@@ -208,7 +217,7 @@ def test_code_flow_refresh_rotation_and_revocation(client, user):
         authenticate(first["access_token"])  # the old access token went with its refresh token
 
     # The old refresh token again: refused, and its whole family revoked (reuse detection).
-    reused = token(client, grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=client_id)
+    reused = refresh(client, client_id, first["refresh_token"])
     assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
     with pytest.raises(AuthenticationFailed):
         authenticate(second["access_token"])
@@ -219,7 +228,7 @@ def test_code_flow_refresh_rotation_and_revocation(client, user):
     assert revoked.status_code == 200
     with pytest.raises(AuthenticationFailed):
         authenticate(third["access_token"])
-    again = token(client, grant_type="refresh_token", refresh_token=third["refresh_token"], client_id=client_id)
+    again = refresh(client, client_id, third["refresh_token"])
     assert again.status_code == 400
 
 
@@ -235,7 +244,8 @@ def test_pkce_verifier_mismatch_is_refused(client, user):
 
 def test_plain_pkce_and_no_pkce_are_refused_before_consent(client, user):
     client_id = register(client)["client_id"]
-    plain = client.get(authorize_query(client_id, None, code_challenge="a" * 50, code_challenge_method="plain"))
+    plain = client.get(authorize_query(client_id, None, code_challenge="a" * 50,
+                                       code_challenge_method="plain"))
     assert plain.status_code == 302
     refused = redirect_params(plain["Location"])
     assert refused["error"] == "invalid_request" and refused["state"] == "st-1" and refused["iss"] == ISSUER
@@ -285,21 +295,19 @@ def test_replayed_code_is_refused_and_revokes_its_tokens(client, user):
     fields = dict(grant_type="authorization_code", code=code, redirect_uri=REDIRECT_URI, client_id=client_id,
                   code_verifier=pkce.verifier, resource=RESOURCE)
     issued = token(client, **fields).json()
-    refreshed = token(client, grant_type="refresh_token", refresh_token=issued["refresh_token"],
-                      client_id=client_id).json()
+    refreshed = refresh(client, client_id, issued["refresh_token"]).json()
     assert authenticate(refreshed["access_token"]).user == user
     replay = token(client, **fields)
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
     for access_token in (issued["access_token"], refreshed["access_token"]):
         with pytest.raises(AuthenticationFailed):
             authenticate(access_token)
-    assert token(client, grant_type="refresh_token", refresh_token=refreshed["refresh_token"],
-                 client_id=client_id).status_code == 400
+    assert refresh(client, client_id, refreshed["refresh_token"]).status_code == 400
 
 
 def test_client_credentials(client):
-    registered = register(client, grant_types=["client_credentials"], token_endpoint_auth_method="client_secret_basic",
-                          redirect_uris=None)
+    registered = register(client, grant_types=["client_credentials"], redirect_uris=None,
+                          token_endpoint_auth_method="client_secret_basic")
     secret = base64.b64encode(f"{registered['client_id']}:{registered['client_secret']}".encode()).decode()
     response = client.post("/oauth/token/", {"grant_type": "client_credentials", "resource": RESOURCE},
                            HTTP_AUTHORIZATION=f"Basic {secret}")

@@ -42,10 +42,12 @@ def derived() -> dict[str, Any]:
         "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
         "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
         "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
-        "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
+        # http redirect URIs stay allowed, for loopback only (redirect_uris.problem refuses the
+        # rest, RFC 8252): the toolkit's deploy check warns (W) about it instead of failing (E).
+        "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": False,
         "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
         "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
-        # http stays allowed for loopback redirect URIs (RFC 8252); redirect_uris.check refuses it
+        # http stays allowed for loopback redirect URIs (RFC 8252); redirect_uris.problem refuses it
         # for every other host.
         "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
         "REQUEST_APPROVAL_PROMPT": "force",

@@ -109,7 +109,8 @@ def check_registration(body: bytes) -> JsonResponse | None:
         return _error("invalid_client_metadata",
                       "client_credentials needs a confidential client: token_endpoint_auth_method "
                       "client_secret_basic or client_secret_post")
-    if "authorization_code" in grant_types or "redirect_uris" in data:
+    # A client_credentials client needs none, but any it names must still be valid ones.
+    if "authorization_code" in grant_types or data.get("redirect_uris"):
         reasons = problems(data.get("redirect_uris"))
         if reasons:
             return _error("invalid_redirect_uri", "; ".join(reasons))

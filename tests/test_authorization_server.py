@@ -92,6 +92,25 @@ def test_metadata_of_an_issuer_with_a_path_is_at_the_suffixed_url(client, settin
     assert client.get("/.well-known/oauth-authorization-server/elsewhere").status_code == 404
 
 
+def test_metadata_without_registration_and_metadata_documents(client, settings):
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {
+        "DYNAMIC_CLIENT_REGISTRATION": False, "CLIENT_ID_METADATA_DOCUMENTS": False}}
+    data = client.get("/.well-known/oauth-authorization-server").json()
+    assert "registration_endpoint" not in data
+    assert data["client_id_metadata_document_supported"] is False
+    refused = client.post("/oauth/register/", {"redirect_uris": [REDIRECT_URI]},
+                          content_type="application/json")
+    assert refused.status_code == 404
+
+
+def test_a_missing_consent_template_is_a_system_check_error(settings):
+    from mcp_server.authorization_server.checks import check_consent_template
+
+    assert check_consent_template() == []
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": []}]
+    assert [error.id for error in check_consent_template()] == ["mcp_authorization_server.E001"]
+
+
 def test_unknown_authorization_server_setting_is_refused(settings):
     from django.core.exceptions import ImproperlyConfigured
 

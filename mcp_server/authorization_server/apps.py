@@ -10,7 +10,7 @@ class AuthorizationServerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import conf
+        from . import checks, conf  # noqa: F401 - checks registers the system checks
 
         conf.apply()
         conf.connect()

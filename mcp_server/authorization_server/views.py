@@ -16,6 +16,7 @@ from oauth2_provider.views.dynamic_client_registration import (
 )
 
 from ..settings import mcp_settings
+from .checks import CONSENT_TEMPLATE
 from .redirect_uris import is_loopback_host, problems
 
 # Grant types a client may register: OAuth 2.1 has no implicit or password grant.
@@ -58,7 +59,7 @@ def with_issuer(uri: str, iss: str) -> str:
 class AuthorizationView(dot.AuthorizationView):
     """The consent page: a logged-in user approves or denies a client's request."""
 
-    template_name = "oauth/consent.html"
+    template_name = CONSENT_TEMPLATE
 
     def get_login_url(self) -> str:
         return mcp_settings.AUTHORIZATION_SERVER["LOGIN_URL"] or settings.LOGIN_URL

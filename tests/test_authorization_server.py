@@ -366,9 +366,8 @@ def test_local_token_authentication(client, user, settings):
     with pytest.raises(AuthenticationFailed) as empty:
         LocalTokenAuthentication().authenticate(FakeRequest("Bearer "))
     assert empty.value.error == "invalid_request"
-    for bad in ("unknown-token",):
-        with pytest.raises(AuthenticationFailed):
-            authenticate(bad)
+    with pytest.raises(AuthenticationFailed):
+        authenticate("unknown-token")
     # Issued for this resource, presented to another endpoint: refused; and the configured
     # RESOURCE wins over the request's URL.
     with pytest.raises(AuthenticationFailed):

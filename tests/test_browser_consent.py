@@ -94,7 +94,7 @@ def test_admin_lists_clients_and_tokens_with_secrets_masked(base, browser, clien
     browser.get(f"{base}/admin/oauth2_provider/application/")
     listing = text(browser)
     assert "Test MCP client" in listing and "Confidential client" in listing
-    browser.find_element(By.LINK_TEXT, str(public_pk(confidential["client_id"]))).click()
+    browser.find_element(By.LINK_TEXT, str(application_pk(confidential["client_id"]))).click()
     wait_for(browser, lambda d: "(stored hashed, not shown)" in text(d), "the client's page")
     page = browser.page_source
     assert not any(secret in page for secret in secrets)
@@ -111,7 +111,7 @@ def test_admin_lists_clients_and_tokens_with_secrets_masked(base, browser, clien
         assert not any(secret in browser.page_source for secret in secrets)
 
 
-def public_pk(client_id: str) -> int:
+def application_pk(client_id: str) -> int:
     from oauth2_provider.models import Application
 
     return Application.objects.get(client_id=client_id).pk

@@ -143,6 +143,9 @@ DEFAULTS: dict[str, Any] = {
     "AUTHENTICATION_REQUIRED": False,
     # The endpoint as an OAuth 2.1 resource server; every key is in RESOURCE_SERVER_DEFAULTS.
     "RESOURCE_SERVER": {},
+    # The optional OAuth 2.1 authorization server app (mcp_server.authorization_server): a dict of
+    # the keys of AUTHORIZATION_SERVER_DEFAULTS below; the keys it leaves out keep their defaults.
+    "AUTHORIZATION_SERVER": {},
 }
 
 # MCP_SERVER["RESOURCE_SERVER"]: a project sets only the keys it changes; an unknown key is an error.
@@ -184,12 +187,52 @@ RESOURCE_SERVER_DEFAULTS: dict[str, Any] = {
     },
 }
 
+AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
+    # The issuer identifier (RFC 8414), e.g. "https://auth.example.com"; None: the origin of each
+    # request (scheme and host), right behind no proxy or one Django trusts (SECURE_PROXY_SSL_HEADER).
+    "ISSUER": None,
+    # Scopes clients may ask for, name -> what the consent page says; and those granted when a
+    # request names none.
+    "SCOPES": {"mcp": "Use this server's tools, prompts and resources"},
+    "DEFAULT_SCOPES": ["mcp"],
+    # The canonical URI of this site's MCP endpoint (RFC 8707 resource, the tokens' audience), as
+    # LocalTokenAuthentication checks it; None: the URL each request came to (scheme, host, path).
+    "RESOURCE": None,
+    # Seconds an access token, a refresh token and an authorization code are valid.
+    "ACCESS_TOKEN_LIFETIME": 3600,
+    "REFRESH_TOKEN_LIFETIME": 30 * 24 * 3600,
+    "AUTHORIZATION_CODE_LIFETIME": 60,
+    # Dynamic Client Registration (RFC 7591, RFC 7592), open to anyone (as MCP clients need).
+    "DYNAMIC_CLIENT_REGISTRATION": True,
+    # Client ID Metadata Documents: an https client_id is fetched, validated and kept this many
+    # seconds at most (less when its Cache-Control says so, never less than a minute).
+    "CLIENT_ID_METADATA_DOCUMENTS": True,
+    "CIMD_CACHE_TIMEOUT": 3600,
+    # The fetch: seconds it may take, bytes the document may have.
+    "CIMD_FETCH_TIMEOUT": 5,
+    "CIMD_MAX_DOCUMENT_BYTES": 5 * 1024,
+    # Let a document's host resolve to a loopback address: for tests and development only (the
+    # fetch otherwise refuses private, loopback, link-local, multicast and reserved addresses).
+    "CIMD_ALLOW_LOOPBACK": False,
+    # A file of CA certificates the fetch verifies documents' servers with; None: the system's.
+    "CIMD_CA_BUNDLE": None,
+    # Seconds after which a dynamically registered client that holds no token (it never got one,
+    # or they are all gone) counts as abandoned (manage.py mcp_prune_oauth_clients).
+    "ABANDONED_CLIENT_AGE": 7 * 24 * 3600,
+    # Where the consent page sends a visitor who is not logged in; None: Django's LOGIN_URL.
+    "LOGIN_URL": None,
+}
+
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
            "SESSION_REQUEST_VALIDATOR", "REDIS_CLIENT_FACTORY", "SHARED_STATE_CLASS",
            "EVENT_STORE_CLASS")
 
 
-_NESTED = {"RESOURCE_SERVER": RESOURCE_SERVER_DEFAULTS}
+# Settings that are dicts of their own keys, each with its defaults.
+_NESTED: dict[str, dict[str, Any]] = {"RESOURCE_SERVER": RESOURCE_SERVER_DEFAULTS,
+                                      "AUTHORIZATION_SERVER": AUTHORIZATION_SERVER_DEFAULTS}
+# Dicts among those whose keys are the project's own (names it chooses), taken as they are.
+_FREE_FORM = {"AUTHORIZATION_SERVER.SCOPES"}
 
 
 def _merged(path: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -202,8 +245,8 @@ def _merged(path: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
                                    f"the known ones are {', '.join(defaults)}")
     merged = dict(defaults)
     for key, item in value.items():
-        merged[key] = _merged(f"{path}.{key}", item, defaults[key]) if isinstance(defaults[key], dict) \
-            else item
+        nested = isinstance(defaults[key], dict) and f"{path}.{key}" not in _FREE_FORM
+        merged[key] = _merged(f"{path}.{key}", item, defaults[key]) if nested else item
     return merged
 
 
@@ -251,6 +294,7 @@ class MCPSettings:
 
     def reload(self) -> None:
         self._cache.clear()
+
 
 
 mcp_settings = MCPSettings()

@@ -41,6 +41,9 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "mcp_server",
+    # The OAuth 2.1 authorization server for MCP clients (README, "Authorization server").
+    "oauth2_provider",
+    "mcp_server.authorization_server",
     "project.demo",
 ]
 
@@ -136,6 +139,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
 }
+
+# Where the OAuth consent page sends a visitor who is not logged in (project/urls.py).
+LOGIN_URL = "/accounts/login/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

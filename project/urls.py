@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.urls import include, path
 
 urlpatterns = [
@@ -7,4 +8,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The REST API of the registry, sessions and background calls (README, "REST API").
     path("api/mcp/", include("mcp_server.api.urls")),
+    # The OAuth 2.1 authorization server (README, "Authorization server"), always mounted: its
+    # metadata at /.well-known/oauth-authorization-server, its endpoints under /oauth/. The MCP
+    # endpoint asks for a token only when MCP_SERVER["AUTHENTICATION_CLASSES"] says so.
+    path("", include("mcp_server.authorization_server.urls")),
+    # The login page the consent page sends a visitor to.
+    path("accounts/login/", LoginView.as_view(template_name="registration/login.html"), name="login"),
 ]

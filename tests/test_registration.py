@@ -542,7 +542,9 @@ def test_every_setting_is_covered_here():
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
                "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
-               "BACKGROUND_CALLS", "BACKGROUND_RETRIES", *AUTHENTICATION_SETTINGS}
+               "BACKGROUND_CALLS", "BACKGROUND_RETRIES", *AUTHENTICATION_SETTINGS,
+               # Its keys: tests/test_authorization_server*.py.
+               "AUTHORIZATION_SERVER"}
     assert covered == set(DEFAULTS)
 
 

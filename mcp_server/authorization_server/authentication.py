@@ -1,0 +1,92 @@
+"""An authentication class of the MCP endpoint for the access tokens this server issues.
+
+    MCP_SERVER = {"AUTHENTICATION_CLASSES": [
+        "mcp_server.authorization_server.authentication.LocalTokenAuthentication"]}
+
+The tokens are opaque: the class looks their SHA-256 up in the database (all the toolkit keeps of
+them) and accepts one that exists (revoked ones are deleted), has not expired, and whose audience
+(the RFC 8707 resource it was issued for) is this endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from oauth2_provider.models import get_access_token_model
+from oauth2_provider.settings import oauth2_settings
+
+from ..auth.base import AuthenticationFailed, BaseAuthentication, Principal
+from ..settings import mcp_settings
+from .tokens import digest
+
+if TYPE_CHECKING:
+    from ..http.checks import Request
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def canonical(uri: str) -> str:
+    """A resource URI for comparison: scheme and host in lower case, no default port, no
+    trailing slash (RFC 8707 / the MCP spec's canonical server URI)."""
+    parts = urlsplit(uri.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        return uri
+    netloc = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    path = parts.path.rstrip("/")
+    return f"{scheme}://{netloc}{path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def endpoint_resource(request: Request) -> str:
+    """This endpoint's canonical URI: the configured RESOURCE, else where the request came to."""
+    configured = mcp_settings.AUTHORIZATION_SERVER["RESOURCE"]
+    if configured:
+        return canonical(configured)
+    host = request.header("host") or ""
+    return canonical(f"{request.scheme}://{host}{request.path}")
+
+
+class LocalTokenAuthentication(BaseAuthentication):
+    """Bearer access tokens of this site's authorization server (mcp_server.authorization_server)."""
+
+    def authenticate(self, request: Request) -> Principal | None:
+        value = request.header("authorization")
+        if not value:
+            return None
+        scheme, _, token = value.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        token = token.strip()
+        if not token:
+            raise AuthenticationFailed("invalid_request", "The Bearer credential is empty")
+        access_token = (get_access_token_model().objects.select_related("user", "application")
+                        .filter(token_checksum=digest(token)).first())
+        if access_token is None or access_token.is_expired():
+            raise AuthenticationFailed()
+        scopes = frozenset(access_token.scope.split())
+        # A registration access token (RFC 7592) manages a registration and is not for MCP.
+        if oauth2_settings.DCR_REGISTRATION_SCOPE in scopes:
+            raise AuthenticationFailed()
+        user = access_token.user
+        if user is not None and not user.is_active:
+            raise AuthenticationFailed()
+        audience = [canonical(uri) for uri in access_token.resource or []]
+        if endpoint_resource(request) not in audience:
+            raise AuthenticationFailed()
+        application = access_token.application
+        return Principal(
+            user=user, scopes=scopes,
+            client_id=application.client_id if application is not None else None,
+            expires_at=access_token.expires.timestamp(),
+            claims={"aud": list(access_token.resource), "scope": access_token.scope},
+            method="local_token",
+        )
+
+    def authenticate_header(self, request: Request) -> str | None:
+        return "Bearer"

@@ -1,0 +1,101 @@
+"""Client ID Metadata Documents: an https client_id is fetched from a document server on
+loopback (allowed by CIMD_ALLOW_LOOPBACK, trusted through CIMD_CA_BUNDLE), validated, kept, and
+used for the code flow; without the allowance loopback is refused, as private addresses always
+are, before any connection; bad documents, redirects and oversized bodies are refused."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from oauth2_provider.cimd import CIMDError
+from oauth2_provider.models import Application
+
+from mcp_server.authorization_server.cimd import MetadataFetcher, address_allowed
+
+from .authorization_documents import DocumentServer
+from .authorization_support import PKCE, REDIRECT_URI, RESOURCE, approve, authorize_query, token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    server = DocumentServer(tmp_path_factory.mktemp("cimd"))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def loopback_allowed(settings, documents):
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {
+        "CIMD_ALLOW_LOOPBACK": True, "CIMD_CA_BUNDLE": str(documents.cert_path)}}
+
+
+def client_document(url: str, **fields) -> dict:
+    return {"client_id": url, "client_name": "Document client", "redirect_uris": [REDIRECT_URI],
+            "grant_types": ["authorization_code", "refresh_token"], "token_endpoint_auth_method": "none",
+            **fields}
+
+
+def test_a_metadata_document_client_gets_tokens(client, documents, loopback_allowed):
+    url = documents.base + "/clients/good.json"
+    documents.publish("/clients/good.json", client_document(url), headers={"cache-control": "max-age=600"})
+    client.force_login(User.objects.create_user("carol"))
+    page = client.get(authorize_query(url, PKCE.new()))
+    assert page.status_code == 200, page.content
+    assert "Document client" in page.content.decode()
+    row = Application.objects.get(client_id=url)
+    assert (row.registration_source, row.client_type, row.redirect_uris) == ("cimd", "public", REDIRECT_URI)
+
+    pkce = PKCE.new()
+    code = approve(client, url, pkce)["code"]
+    issued = token(client, grant_type="authorization_code", code=code, redirect_uri=REDIRECT_URI,
+                   client_id=url, code_verifier=pkce.verifier, resource=RESOURCE)
+    assert issued.status_code == 200, issued.content
+    # Kept, not fetched again for each request: one fetch served the consent pages and the token.
+    assert documents.hits["/clients/good.json"] == 1
+
+
+def test_loopback_is_refused_without_the_allowance_and_private_addresses_always(client, documents, settings):
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {
+        "CIMD_CA_BUNDLE": str(documents.cert_path)}}
+    url = documents.publish("/clients/ssrf.json", client_document(documents.base + "/clients/ssrf.json"))
+    client.force_login(User.objects.create_user("dave"))
+    refused = client.get(authorize_query(url, PKCE.new()))
+    assert refused.status_code in (400, 401) and "Location" not in refused
+    assert "/clients/ssrf.json" not in documents.hits  # no connection was made
+    assert not Application.objects.filter(client_id=url).exists()
+
+    with pytest.raises(CIMDError, match="not public"):
+        MetadataFetcher().fetch(url)
+    for private in ("https://10.1.2.3/client.json", "https://192.168.0.1/c.json", "https://169.254.169.254/c.json",
+                    "https://[::ffff:10.0.0.1]/c.json", "https://[fe80::1]/c.json", "https://224.0.0.1/c.json"):
+        with pytest.raises(CIMDError, match="not public"):
+            MetadataFetcher().fetch(private)
+    assert address_allowed("93.184.216.34", allow_loopback=False)
+    assert not address_allowed("127.0.0.1", allow_loopback=False)
+    assert address_allowed("127.0.0.1", allow_loopback=True)
+    assert not address_allowed("10.0.0.1", allow_loopback=True)
+
+
+@pytest.mark.parametrize(("path", "document", "headers", "status", "reason"), [
+    ("/bad/other-id.json", "OTHER", {}, 200, "is not the URL it was fetched from"),
+    ("/bad/no-name.json", {"client_name": None}, {}, 200, "must have a client_name"),
+    ("/bad/http-redirect.json", {"redirect_uris": ["http://app.example.com/cb"]}, {}, 200,
+     "uses http on a host that is not loopback"),
+    ("/bad/moved.json", b"", {"location": "https://127.0.0.1/elsewhere.json"}, 302, "HTTP 302"),
+    ("/bad/huge.json", {"padding": "x" * 10_000}, {}, 200, "larger than"),
+    ("/bad/html.json", b"<html></html>", {"content-type": "text/html"}, 200, "not JSON"),
+])
+def test_bad_documents_are_refused(documents, loopback_allowed, path, document, headers, status, reason):
+    url = documents.base + path
+    if isinstance(document, dict):
+        body = client_document(url, **document)
+        body = {key: value for key, value in body.items() if value is not None}
+    elif document == "OTHER":
+        body = client_document(documents.base + "/somewhere-else.json")
+    else:
+        body = document
+    documents.publish(path, body, status=status, headers=headers)
+    with pytest.raises(CIMDError, match=reason):
+        MetadataFetcher().fetch(url)

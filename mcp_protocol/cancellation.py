@@ -25,21 +25,25 @@ class Cancellation:
     def __init__(self, request_id: Any = None):
         self.request_id = request_id
         self.reason: str | None = None
-        self._event = threading.Event()
+        self._cancelled = False
         self._lock = threading.Lock()
+        # Made by the first wait(): most requests end without anyone waiting for a cancel.
+        self._event: threading.Event | None = None
         self._listeners: list[Callable[[Cancellation], None]] = []
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._cancelled
 
     def cancel(self, reason: str | None = None) -> bool:
         """Cancel; returns False when it was already cancelled."""
         with self._lock:
-            if self._event.is_set():
+            if self._cancelled:
                 return False
             self.reason = reason
-            self._event.set()
+            self._cancelled = True
+            if self._event is not None:
+                self._event.set()
             listeners, self._listeners = self._listeners, []
         for listener in listeners:
             listener(self)
@@ -48,7 +52,7 @@ class Cancellation:
     def on_cancel(self, listener: Callable[[Cancellation], None]) -> Callable[[], None]:
         """Run ``listener`` when cancelled (at once if already); returns a function that unhooks it."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._cancelled:
                 self._listeners.append(listener)
                 return lambda: self._remove(listener)
         listener(self)
@@ -60,8 +64,14 @@ class Cancellation:
                 self._listeners.remove(listener)
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        with self._lock:
+            if self._cancelled:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def raise_if_cancelled(self) -> None:
-        if self._event.is_set():
+        if self._cancelled:
             raise CancelledError(self.request_id, self.reason)

@@ -165,9 +165,17 @@ def _quick_check(canonical: str) -> Callable[[Any], bool] | None:
     return conforms
 
 
-def validation_errors(schema: Any, instance: Any) -> list[str]:
-    """Readable messages for every way ``instance`` fails ``schema`` (empty when it conforms)."""
-    canonical = _canonical(schema)
+def canonical_text(schema: Any) -> str:
+    """``schema`` as the key of the validators kept: give it to :func:`validation_errors` when the
+    same schema is checked again and again (a tool's, on every call)."""
+    return _canonical(schema)
+
+
+def validation_errors(schema: Any, instance: Any, canonical: str | None = None) -> list[str]:
+    """Readable messages for every way ``instance`` fails ``schema`` (empty when it conforms).
+    ``canonical`` is :func:`canonical_text` of ``schema``, if the caller keeps it."""
+    if canonical is None:
+        canonical = _canonical(schema)
     quick = _quick_check(canonical)
     if quick is not None and quick(instance):
         return []

@@ -87,7 +87,13 @@ def encode_answer(server: Server, answer: Any, payload: Any,
 
 
 async def handle_message(server: Server, message: Any, session: ServerSession) -> dict | None:
-    incoming = jsonrpc.classify(message)
+    return await handle_incoming(server, jsonrpc.classify(message), session)
+
+
+async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
+                          session: ServerSession) -> dict | None:
+    """:func:`handle_message` of a message a transport has classified already."""
+    message = incoming.message
     if incoming.kind == "invalid":
         return incoming.error
     if incoming.kind == "response":

@@ -423,6 +423,11 @@ class Server:
     async def handle_async(self, payload: Any, session: ServerSession | None = None) -> Any:
         return await dispatch.handle_payload(self, payload, session or self.session)
 
+    async def handle_incoming_async(self, incoming: jsonrpc.Incoming,
+                                    session: ServerSession | None = None) -> dict | None:
+        """The answer to one message a transport has classified already (no batch)."""
+        return await dispatch.handle_incoming(self, incoming, session or self.session)
+
     async def handle_json_async(self, text: str | bytes,
                                 session: ServerSession | None = None) -> str | None:
         return await dispatch.handle_json(self, text, session or self.session)

@@ -106,7 +106,7 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
         # one still reaches its hook.
         session = ServerSession(server, outbound=DroppingOutbound())
         session.act_for(consumer.principal)
-        await server.handle_async(incoming.message, session)
+        await server.handle_incoming_async(incoming, session)
         await consumer.reply(202)
         return
     try:
@@ -166,7 +166,7 @@ async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: j
         session.cancel_request(incoming.id, "the client closed the connection")
 
     response = await consumer.while_connected(
-        requests.serve(transport.server, incoming.message, session), disconnected)
+        requests.serve(transport.server, incoming.message, session, incoming), disconnected)
     await stream.finish(response)
 
 
@@ -189,7 +189,8 @@ class ResponseStream:
         self.request_id = request_id
         self.max_buffered_bytes = max_buffered_bytes
         self.sse: SSEResponse | None = None
-        self.queue: asyncio.Queue[dict | None] = asyncio.Queue()
+        # Made with the first notification: most responses are plain JSON and never need them.
+        self.queue: asyncio.Queue[dict | None] | None = None
         self.writer: asyncio.Task | None = None
         self.gone = False
         self.dropped = 0
@@ -200,18 +201,19 @@ class ResponseStream:
         if related_request_id != self.request_id or self.gone or not self.streams:
             # Not about this request: a modern request has no other stream to put it on.
             return False
-        if self.queue.qsize() >= MAX_BUFFERED_NOTIFICATIONS:
-            self.dropped += 1
-            return False
-        if self.writer is None:
+        if self.queue is None:
+            self.queue = asyncio.Queue()
             self.sse = SSEResponse(self.consumer.base_send, max_buffered_bytes=self.max_buffered_bytes,
                                    stall_timeout=self.stall_timeout)
             self.writer = asyncio.ensure_future(self._write_all())
+        elif self.queue.qsize() >= MAX_BUFFERED_NOTIFICATIONS:
+            self.dropped += 1
+            return False
         self.queue.put_nowait(message)
         return True
 
     async def _write_all(self) -> None:
-        assert self.sse is not None
+        assert self.sse is not None and self.queue is not None
         while True:
             message = await self.queue.get()
             if message is None:
@@ -230,7 +232,7 @@ class ResponseStream:
     async def finish(self, response: dict | None) -> None:
         """Write the response: after the notifications on the stream, or alone as JSON."""
         gone, self.gone = self.gone, True  # what the handler's leftovers send now goes nowhere
-        if self.writer is None:
+        if self.writer is None or self.queue is None:
             if gone:
                 return
             if response is None:

@@ -84,7 +84,7 @@ async def _stateless(consumer: StreamableHTTPConsumer, incoming: jsonrpc.Incomin
     session = ServerSession(server, outbound=DroppingOutbound())
     session.act_for(consumer.principal)
     session.requests_refused = "Stateless mode does not support server-to-client requests"
-    answer = await server.handle_async(incoming.message, session)
+    answer = await server.handle_incoming_async(incoming, session)
     if answer is None:
         await consumer.reply(202)
     else:
@@ -103,7 +103,7 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
     await _check_capacity(transport)
     principal = principal_of(request)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
-    answer = await transport.server.handle_async(incoming.message, session)
+    answer = await transport.server.handle_incoming_async(incoming, session)
     if answer is None or "error" in answer:
         # A failed initialize keeps nothing and names no session.
         await consumer.reply_json(200, answer) if answer is not None else await consumer.reply(202)
@@ -154,7 +154,7 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
         await transport.route_cancel(record.id, params.get("requestId"), params.get("reason"))
         return
     session = HTTPServerSession(transport, record, DroppingOutbound(), consumer.principal)
-    await transport.server.handle_async(incoming.message, session)
+    await transport.server.handle_incoming_async(incoming, session)
 
 
 async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
@@ -181,7 +181,7 @@ async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord
     session = HTTPServerSession(transport, record, PostOutbound(transport, record, incoming.id, None),
                                 consumer.principal)
     session.requests_refused = "JSON response mode does not support server-to-client requests"
-    answer = await transport.server.handle_async(incoming.message, session)
+    answer = await transport.server.handle_incoming_async(incoming, session)
     if answer is None:
         await consumer.reply(202)  # cancelled: no response
     else:
@@ -201,7 +201,7 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
         # goes out with the first event, or on its own a moment later.
         sse.hold("", event_id(post_stream(incoming.id), 0))
     answer = await consumer.while_connected(
-        transport.server.handle_async(incoming.message, session), outbound.disconnected
+        transport.server.handle_incoming_async(incoming, session), outbound.disconnected
     )
     if answer is not None:
         try:

@@ -25,11 +25,13 @@ def new_session(server: Server, envelope: Envelope, outbound: Outbound | None, *
                          in_flight=in_flight)
 
 
-async def serve(server: Server, message: dict, session: ModernSession) -> dict | None:
+async def serve(server: Server, message: dict, session: ModernSession,
+                incoming: jsonrpc.Incoming | None = None) -> dict | None:
     """The response to one enveloped request (None when it was cancelled).
 
     Methods the revision removed get -32601 before any handler runs (MOD-07); every other
     result is stamped with ``resultType`` and, where cacheable, cache hints (MOD-08, CACHE-03).
+    ``incoming`` is ``message`` classified, when the transport did that already.
     """
     method = message.get("method")
     if method in REMOVED_METHODS:
@@ -39,5 +41,8 @@ async def serve(server: Server, message: dict, session: ModernSession) -> dict |
             f"Method not found: {method} is not part of protocol revision "
             f"{session.protocol_version}", method,
         )
-    response = await dispatch.handle_message(server, message, session)
+    if incoming is None:
+        response = await dispatch.handle_message(server, message, session)
+    else:  # classified by the transport already
+        response = await dispatch.handle_incoming(server, incoming, session)
     return stamp_response(server, method, response)

@@ -6,6 +6,7 @@ from typing import Any
 
 from mcp_protocol.json_schema import (
     ROOT_SHAPE_KEYWORDS,
+    canonical_text,
     check_schema,
     validation_errors,
     with_draft,
@@ -22,6 +23,7 @@ class _Schema:
         raw = dict(schema if schema is not None else keywords)
         self.schema: dict[str, Any] = self._with_root(raw)
         check_schema(self.schema)
+        self._canonical: str | None = None
 
     def _with_root(self, schema: dict) -> dict:
         raise NotImplementedError
@@ -30,7 +32,11 @@ class _Schema:
         return with_draft(self.schema)
 
     def errors(self, instance: Any) -> list[str]:
-        return validation_errors(self.schema, instance)
+        # The schema's text is the validator cache's key; made once, as the schema does not
+        # change after its tool is defined (a change makes a new schema object).
+        if self._canonical is None:
+            self._canonical = canonical_text(self.schema)
+        return validation_errors(self.schema, instance, self._canonical)
 
     def uses_ref(self) -> bool:
         return _has_key(self.schema, "$ref")

@@ -20,7 +20,7 @@ from mcp_server.elicitation import EnumSchema
 
 
 @mcp_server.tool(annotations={"read_only_hint": True, "destructive_hint": False})
-def echo(message: str) -> str:
+async def echo(message: str) -> str:
     """Echo a message back."""
     return message
 

@@ -100,10 +100,20 @@ SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25"),
           Suite("0.2-modern", "2026-07-28", folder_key="0.2", tag="2026-07-28")]
 
 # The client scenarios, run by the 0.1.16 suite against `conformance/client`: the handshake-era ones
-# (the auth/* scenarios need the OAuth client of a later issue).
+# and every auth/* one (mcp_client.oauth; the list is conformance/client.py's AUTH_SCENARIOS).
 CLIENT = HERE / "client"
 CLIENT_SUITE = SUITES[0]
-CLIENT_SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
+CLIENT_SCENARIOS = [
+    "initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry",
+    "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
+    "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none",
+    "auth/pre-registration", "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch", "auth/offline-access-scope",
+    "auth/offline-access-not-supported", "auth/client-credentials-jwt", "auth/client-credentials-basic",
+    "auth/cross-app-access-complete-flow",
+]
 
 
 @dataclass
@@ -527,13 +537,14 @@ def main() -> int:
         version = CLIENT_SUITE.version
         column = {}
         for name in client_scenarios:
-            outcome = run_client_scenario(CLIENT_SUITE, name, logs / version, logs / f"{name}.log")
+            log = name.replace("/", "-")  # auth/* names: one folder of logs
+            outcome = run_client_scenario(CLIENT_SUITE, name, logs / version, logs / f"{log}.log")
             if not outcome.passed and name not in expected_client:
                 # Client scenarios time our client against the suite's server on a loaded machine
                 # (sse-retry's reconnect window, a 30 s scenario limit); a failure is run once more,
                 # said here, and both logs are kept.
                 note(f"{name} (client) failed ({'; '.join(outcome.problems)[:300]}); running it once more")
-                outcome = run_client_scenario(CLIENT_SUITE, name, logs / version, logs / f"{name}.again.log")
+                outcome = run_client_scenario(CLIENT_SUITE, name, logs / version, logs / f"{log}.again.log")
             column[name] = outcome
             if record(column[name], f"({version}, client)", expected_client, unexpected):
                 passed += 1

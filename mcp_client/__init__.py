@@ -5,7 +5,7 @@
     with Client(StdioTransport("python", ["manage.py", "mcp_stdio"])) as client:
         print(client.call_tool("echo", {"message": "hi"}).text)
 
-It needs no Django.
+It needs no Django. OAuth 2.1 (``HTTPTransport(url, oauth=Provider(...))``) is in ``mcp_client.oauth``.
 """
 
 from mcp_protocol.cancellation import Cancellation, CancelledError
@@ -28,35 +28,69 @@ from .errors import (
     UnauthorizedError,
     ValidationError,
 )
+from .oauth import (
+    AuthorizationError,
+    ClientCredentialsProvider,
+    CrossAppAccessProvider,
+    DiscoveryError,
+    IDJAGTokenExchange,
+    InMemoryTokenStorage,
+    InsecureRedirectURI,
+    InsecureURL,
+    InvalidClientIDMetadataDocumentURL,
+    InvalidCredentials,
+    OAuthError,
+    Provider,
+    RegistrationError,
+    TokenError,
+    TokenStorage,
+    UnregisteredRedirectURI,
+)
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 __all__ = [
     "AsyncClient",
+    "AuthorizationError",
     "BadRequestError",
     "CallToolResult",
     "Cancellation",
     "CancelledError",
     "Client",
+    "ClientCredentialsProvider",
     "ClientError",
     "ConnectionClosedError",
+    "CrossAppAccessProvider",
+    "DiscoveryError",
     "ForbiddenError",
     "HTTPTransport",
+    "IDJAGTokenExchange",
+    "InMemoryTokenStorage",
+    "InsecureRedirectURI",
+    "InsecureURL",
+    "InvalidClientIDMetadataDocumentURL",
+    "InvalidCredentials",
     "NotConnectedError",
     "NotFoundError",
+    "OAuthError",
     "Page",
     "PaginationLimitError",
     "Prompt",
+    "Provider",
+    "RegistrationError",
     "Resource",
     "ResourceTemplate",
     "ServerError",
     "ServerRequestError",
     "SessionExpiredError",
     "StdioTransport",
+    "TokenError",
+    "TokenStorage",
     "Tool",
     "TransportError",
     "UnauthorizedError",
+    "UnregisteredRedirectURI",
     "ValidationError",
     "apply_defaults",
 ]

@@ -182,7 +182,7 @@ class World:
             if form.get("refresh_token") not in self.refresh:
                 return Answer(400, {"error": "invalid_grant"})
             return Answer(body=self.issue(self.refresh[form["refresh_token"]]))
-        if form.get("grant_type") == "client_credentials":
+        if form.get("grant_type") in ("client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer"):
             return Answer(body=self.issue(form.get("scope", "")))
         return Answer(400, {"error": "unsupported_grant_type"})
 

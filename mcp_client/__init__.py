@@ -28,24 +28,6 @@ from .errors import (
     UnauthorizedError,
     ValidationError,
 )
-from .oauth import (
-    AuthorizationError,
-    ClientCredentialsProvider,
-    CrossAppAccessProvider,
-    DiscoveryError,
-    IDJAGTokenExchange,
-    InMemoryTokenStorage,
-    InsecureRedirectURI,
-    InsecureURL,
-    InvalidClientIDMetadataDocumentURL,
-    InvalidCredentials,
-    OAuthError,
-    Provider,
-    RegistrationError,
-    TokenError,
-    TokenStorage,
-    UnregisteredRedirectURI,
-)
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -94,3 +76,31 @@ __all__ = [
     "ValidationError",
     "apply_defaults",
 ]
+
+# The OAuth providers need httpx, which a stdio-only client may not have: imported when first named.
+_OAUTH = frozenset({
+    "AuthorizationError",
+    "ClientCredentialsProvider",
+    "CrossAppAccessProvider",
+    "DiscoveryError",
+    "IDJAGTokenExchange",
+    "InMemoryTokenStorage",
+    "InsecureRedirectURI",
+    "InsecureURL",
+    "InvalidClientIDMetadataDocumentURL",
+    "InvalidCredentials",
+    "OAuthError",
+    "Provider",
+    "RegistrationError",
+    "TokenError",
+    "TokenStorage",
+    "UnregisteredRedirectURI",
+})
+
+
+def __getattr__(name: str) -> object:
+    if name in _OAUTH:
+        from . import oauth
+
+        return getattr(oauth, name)
+    raise AttributeError(f"module 'mcp_client' has no attribute {name!r}")

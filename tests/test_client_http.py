@@ -24,6 +24,7 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
+from conformance.run import CLIENT_SCENARIOS
 from mcp_client import (
     AsyncClient,
     BadRequestError,
@@ -786,8 +787,8 @@ def test_the_conformance_client_accepts_elicitations_with_the_defaults():
 
 @pytest.mark.feature("CONF-02")
 def test_the_conformance_client_names_what_it_cannot_do():
-    finished = conformance_client("auth/metadata-default", "http://127.0.0.1:9/mcp")
-    assert finished.returncode == 2 and "'auth/metadata-default' is not implemented" in finished.stderr
+    finished = conformance_client("auth/dpop", "http://127.0.0.1:9/mcp")
+    assert finished.returncode == 2 and "'auth/dpop' is not implemented" in finished.stderr
     finished = conformance_client("tools_call", "http://127.0.0.1:9/mcp")
     assert finished.returncode == 1 and "ConnectError" in finished.stderr
 
@@ -795,8 +796,8 @@ def test_the_conformance_client_names_what_it_cannot_do():
 @pytest.mark.feature("CONF-02", "CHTTP-08")
 def test_the_official_suite_passes_the_client_scenarios(tmp_path):
     """``conformance/run --client``: the 0.1.16 suite runs its four handshake-era client scenarios
-    (initialize, tools_call, elicitation-sep1034-client-defaults, sse-retry) against
-    conformance/client. CI runs the same as part of ``conformance/run``."""
+    (initialize, tools_call, elicitation-sep1034-client-defaults, sse-retry) and its 22 auth/* ones
+    against conformance/client. CI runs the same as part of ``conformance/run``."""
     suite = REPO / "conformance" / "suite-0.1" / "node_modules" / "@modelcontextprotocol" / "conformance"
     require(shutil.which("node") is not None and suite.is_dir(),
             "node or the conformance suite is missing (conformance/run installs it)")
@@ -810,12 +811,12 @@ def test_the_official_suite_passes_the_client_scenarios(tmp_path):
     # a machine busy with other tests can be that slow once, so a failed scenario gets one more run.
     failed = [line for line in lines if line.startswith("FAIL ")]
     if not failed:
-        assert finished.returncode == 0 and lines[-1] == "4 passed, 0 failed", finished.stdout + \
+        assert finished.returncode == 0 and lines[-1] == "26 passed, 0 failed", finished.stdout + \
             finished.stderr
     for line in failed:
         again = run("--scenario", line.split()[1])
         assert again.returncode == 0, finished.stdout + again.stdout + again.stderr
         lines[lines.index(line)] = again.stdout.splitlines()[0]
     assert [line for line in lines if line.startswith(("PASS", "FAIL"))] == [
-        "PASS initialize (0.1.16, client)", "PASS tools_call (0.1.16, client)",
-        "PASS elicitation-sep1034-client-defaults (0.1.16, client)", "PASS sse-retry (0.1.16, client)"]
+        f"PASS {name} (0.1.16, client)" for name in CLIENT_SCENARIOS]
+    assert len(CLIENT_SCENARIOS) == 26 and sum(name.startswith("auth/") for name in CLIENT_SCENARIOS) == 22

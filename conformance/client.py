@@ -94,6 +94,12 @@ AUTH_SCENARIOS = [
     "auth/offline-access-not-supported", "auth/client-credentials-jwt", "auth/client-credentials-basic",
     "auth/cross-app-access-complete-flow",
 ]
+# The 0.2.0 alpha suite's further ones.
+AUTH_SCENARIOS_NEXT = [
+    "auth/authorization-server-migration", "auth/iss-supported", "auth/iss-not-advertised",
+    "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+]
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # what auth/basic-cimd expects
 REDIRECT_URI = "http://localhost:3000/callback"
 
@@ -150,7 +156,7 @@ SCENARIOS: dict[str, Callable[[AsyncClient], Awaitable[None]]] = {
     "tools_call": tools_call,
     "elicitation-sep1034-client-defaults": elicitation_defaults,
     "sse-retry": sse_retry,
-    **{name: authorized_tools for name in AUTH_SCENARIOS},
+    **{name: authorized_tools for name in AUTH_SCENARIOS + AUTH_SCENARIOS_NEXT},
 }
 
 

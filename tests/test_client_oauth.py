@@ -70,7 +70,7 @@ def test_protected_resource_metadata_locations_in_order():
         "https://mcp.example.com/.well-known/oauth-protected-resource"]
     for elsewhere in ("https://evil.example.com/prm.json", "https://mcp.example.com:8443/prm.json",
                       "http://mcp.example.com/prm.json"):
-        with pytest.raises(InsecureURL, match="another origin|must use https"):
+        with pytest.raises(InsecureURL, match=r"another origin|must use https"):
             prm_urls("https://mcp.example.com/mcp", Challenge("bearer", {"resource_metadata": elsewhere}))
 
 

@@ -172,6 +172,15 @@ async def test_legacy_fallback_without_any_metadata(world):
         "GET /.well-known/oauth-authorization-server", "POST /register", "GET /authorize", "POST /token"]
 
 
+@pytest.mark.feature("OAUTH-06", "OAUTH-14", "OAUTH-17")
+async def test_the_resource_parameter_is_the_prm_resource_as_published(world):
+    world.prm["resource"] = world.server.base  # the origin: it covers /mcp
+    client = await connect(world, code_provider(Browser()))
+    await client.close()
+    assert world.server.of("GET", "/authorize")[0].query["resource"] == world.prm["resource"]
+    assert world.server.of("POST", "/token")[0].form["resource"] == world.prm["resource"]
+
+
 @pytest.mark.feature("OAUTH-13")
 async def test_a_client_id_metadata_document_url_replaces_registration(world):
     world.metadata["client_id_metadata_document_supported"] = True

@@ -22,7 +22,7 @@ ENDPOINTS = ("authorization_endpoint", "token_endpoint", "registration_endpoint"
 class Discovery:
     """What the flow learned about the server it authorizes for."""
 
-    resource: str            # the canonical MCP server URL: the ``resource`` parameter (RFC 8707)
+    resource: str            # the ``resource`` parameter (RFC 8707): the PRM's, else the canonical URL
     issuer: str              # the authorization server (its metadata's issuer; the origin in legacy)
     metadata: dict           # authorization server metadata (the defaults in the legacy fallback)
     prm: dict | None = None  # protected resource metadata; None in the legacy fallback
@@ -114,6 +114,9 @@ async def discover(http: OAuthHTTP, server_url: str, challenge: Challenge | None
         raise DiscoveryError(f"no authorization server metadata found for {redact(issuer)} (tried "
                              + ", ".join(redact(u) for u in metadata_urls(issuer)) + ")")
     url, metadata = found
+    # The resource identifier exactly as the PRM publishes it (it covers this server: checked), so
+    # the authorization server sees the audience it knows, not a re-spelled one.
+    resource = prm["resource"]
     if metadata.get("issuer") != issuer:
         raise DiscoveryError(f"the authorization server metadata at {redact(url)} says issuer "
                              f"{metadata.get('issuer')!r}, not {issuer!r} as discovered; refused")

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 
+import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -121,9 +122,9 @@ async def test_a_second_401_raises_without_a_loop(world):
 
 @pytest.mark.feature("OAUTH-18")
 async def test_refresh_comes_first_and_invalid_grant_falls_back_to_authorization(world):
-    storage = InMemoryTokenStorage()
+    storage, browser = InMemoryTokenStorage(), Browser()
     world.rotate_refresh = False
-    client = await connect(world, code_provider(Browser(), storage=storage))
+    client = await connect(world, code_provider(browser, storage=storage))
     world.valid.clear()  # the server forgets the access token
     await client.tools()
     refresh = world.server.of("POST", "/token")[1].form
@@ -139,6 +140,18 @@ async def test_refresh_comes_first_and_invalid_grant_falls_back_to_authorization
         "authorization_code", "refresh_token", "refresh_token", "authorization_code"]
     assert len(world.server.of("GET", "/authorize")) == 2
     assert (await storage.tokens())["access_token"] == "at-3"
+    # A 5xx keeps the refresh token: the full flow runs (here the user gives up), and a later 401
+    # refreshes with it.
+    world.valid.clear()
+    token_endpoint = world.server.routes[("POST", "/token")]
+    world.server.routes[("POST", "/token")] = lambda hit: Answer(503, "down")
+    browser.tamper = lambda answer: (None, answer[1])
+    with pytest.raises(AuthorizationError):
+        await client.tools()
+    assert (await storage.tokens())["refresh_token"] == "rt-3"
+    world.server.routes[("POST", "/token")] = token_endpoint
+    await client.tools()
+    assert world.server.of("POST", "/token")[-1].form["refresh_token"] == "rt-3"
     await client.close()
 
 
@@ -368,4 +381,13 @@ async def test_the_token_goes_only_to_the_bound_server_url(world):
     with pytest.raises(ValueError, match="bound to"):
         HTTPTransport(world.server.url("/other"), oauth=oauth)
     await client.close()
+    # A customizer's hook that rewrites the URL (query only) is caught after it, before sending.
+    async def rewrite(request):
+        request.url = request.url.copy_with(query=b"steal=1")
+
+    factory = lambda: httpx.AsyncClient(event_hooks={"request": [rewrite]})  # noqa: E731
+    client = AsyncClient(HTTPTransport(world.mcp_url, oauth=oauth, http_client_factory=factory))
+    with pytest.raises(InsecureURL, match="not to the MCP server"):
+        await client.connect()
+    assert not any(h.query for h in world.server.of("POST", "/mcp"))
 

@@ -74,6 +74,11 @@ class OAuthFlow(httpx.Auth):
             raise InsecureURL(f"a request to {redact(str(request.url))} is not to the MCP server this "
                               f"provider authorizes for ({redact(self._snapshot)}); not sent with its token")
 
+    async def check_request(self, request: httpx.Request) -> None:
+        """An httpx request event hook: HTTPTransport adds it after any of the client factory's, so
+        a hook that rewrites the URL cannot send the token elsewhere."""
+        self._guard(request)
+
     # httpx.Auth --------------------------------------------------------------------------------
     def sync_auth_flow(self, request: httpx.Request):
         raise RuntimeError("OAuth providers work with httpx.AsyncClient (Client and AsyncClient use one)")

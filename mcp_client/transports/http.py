@@ -92,6 +92,10 @@ class HTTPTransport:
                 httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
             if self.oauth is not None:
                 self._http.auth = self.oauth
+                check = getattr(self.oauth, "check_request", None)
+                if check is not None:  # last: it sees the URL as any customizer left it
+                    self._http.event_hooks = {**self._http.event_hooks,
+                                              "request": [*self._http.event_hooks["request"], check]}
 
     def negotiated(self, protocol_version: str) -> None:
         self.protocol_version = protocol_version

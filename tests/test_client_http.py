@@ -793,7 +793,7 @@ def test_the_conformance_client_names_what_it_cannot_do():
     assert finished.returncode == 1 and "ConnectError" in finished.stderr
 
 
-@pytest.mark.feature("CONF-02", "CHTTP-08")
+@pytest.mark.feature("CONF-02", "CHTTP-08", "OAUTH-34")
 def test_the_official_suite_passes_the_client_scenarios(tmp_path):
     """``conformance/run --client``: the 0.1.16 suite runs its four handshake-era client scenarios
     (initialize, tools_call, elicitation-sep1034-client-defaults, sse-retry) and its 22 auth/* ones

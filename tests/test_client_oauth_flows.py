@@ -3,6 +3,7 @@ MCP server on loopback (tests/oauth_support.py). Each test checks what went over
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -152,6 +153,16 @@ async def test_refresh_comes_first_and_invalid_grant_falls_back_to_authorization
     world.server.routes[("POST", "/token")] = token_endpoint
     await client.tools()
     assert world.server.of("POST", "/token")[-1].form["refresh_token"] == "rt-3"
+    await client.close()
+
+
+@pytest.mark.feature("OAUTH-02")
+async def test_concurrent_401s_run_the_flow_once(world):
+    client = await connect(world, code_provider(Browser()))
+    world.valid.clear()
+    await asyncio.gather(client.tools(), client.tools(), client.tools())
+    assert [h.form["grant_type"] for h in world.server.of("POST", "/token")] == [
+        "authorization_code", "refresh_token"]
     await client.close()
 
 

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp_client import (
     AsyncClient,
     AuthorizationError,
+    Client,
     ClientCredentialsProvider,
     CrossAppAccessProvider,
     DiscoveryError,
@@ -27,6 +28,7 @@ from mcp_client import (
     InsecureURL,
     OAuthError,
     Provider,
+    RegistrationError,
     TokenError,
 )
 
@@ -252,6 +254,24 @@ async def test_a_wrong_state_or_issuer_in_the_redirect_back_is_refused(world):
     await client.connect()
     await client.close()
     assert len(world.server.of("POST", "/token")) == 1
+
+
+@pytest.mark.feature("OAUTH-11", "OAUTH-17")
+def test_a_pre_registered_client_without_registration_endpoint_and_the_blocking_client(world):
+    del world.metadata["registration_endpoint"]
+    world.metadata["token_endpoint_auth_methods_supported"] = ["client_secret_basic"]
+    browser = Browser()
+    client = Client(HTTPTransport(world.mcp_url, oauth=code_provider(browser)))
+    with pytest.raises(RegistrationError, match="no dynamic client registration"):
+        client.connect()
+    client.shutdown()
+    preregistered = code_provider(browser, client_information={"client_id": "pre", "client_secret": "s"})
+    with Client(HTTPTransport(world.mcp_url, oauth=preregistered)) as client:  # handlers run on its loop
+        assert [t.name for t in client.tools()] == ["echo"]
+    exchange = world.server.of("POST", "/token")[0]
+    assert exchange.headers["authorization"] == "Basic " + base64.b64encode(b"pre:s").decode()
+    assert "client_secret" not in exchange.form and not world.server.of("POST", "/register")
+    assert world.server.of("GET", "/authorize")[0].query["client_id"] == "pre"
 
 
 @pytest.mark.feature("OAUTH-30", "OAUTH-31")

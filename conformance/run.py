@@ -7,6 +7,7 @@ and our client.
     conformance/run --scenario server-sse-polling --suite 0.1   # one scenario, for debugging
     conformance/run --client           # only the client scenarios (conformance/client)
     conformance/run --client --suite 0.1                        # only 0.1.16's client scenarios
+    conformance/run --suite 0.1 --client-scenario auth/basic-cimd --client-scenario sse-retry
     conformance/run --scenario sse-retry                        # one client scenario
 
 It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
@@ -475,6 +476,8 @@ def main() -> int:
     parser.add_argument("--scenario", help="only this scenario (results are not written)")
     parser.add_argument("--client", action="store_true",
                         help="only the client scenarios (conformance/client), no server scenarios")
+    parser.add_argument("--client-scenario", action="append", metavar="NAME",
+                        help="only these client scenarios (repeatable; implies --client)")
     parser.add_argument("--results", type=Path, default=HERE / "results", help="where checks and logs go")
     args = parser.parse_args()
     two = args.two_processes or os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -483,6 +486,13 @@ def main() -> int:
     client_only = args.client or any(args.scenario in names for _, names in CLIENT_RUNS)
     client_runs = [(suite, [args.scenario] if args.scenario else names) for suite, names in CLIENT_RUNS
                    if args.suite in (None, suite.key) and (not args.scenario or args.scenario in names)]
+    if args.client_scenario:
+        unknown = set(args.client_scenario) - {name for _, names in CLIENT_RUNS for name in names}
+        if unknown:
+            parser.error(f"not client scenarios of this client: {', '.join(sorted(unknown))}")
+        client_only = True
+        client_runs = [(suite, [n for n in names if n in args.client_scenario])
+                       for suite, names in client_runs]
     client_scenarios = [name for _, names in client_runs for name in names]
     if client_only:
         layouts = []

@@ -98,7 +98,7 @@ AUTH_SCENARIOS = [
 AUTH_SCENARIOS_NEXT = [
     "auth/authorization-server-migration", "auth/iss-supported", "auth/iss-not-advertised",
     "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized",
-    "auth/metadata-issuer-mismatch",
+    "auth/metadata-issuer-mismatch", "auth/enterprise-managed-authorization",
 ]
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # what auth/basic-cimd expects
 REDIRECT_URI = "http://localhost:3000/callback"
@@ -138,7 +138,7 @@ def oauth_provider(name: str, context: dict) -> object:
     if name == "auth/client-credentials-basic":
         return ClientCredentialsProvider(client_id=context["client_id"],
                                          client_secret=context["client_secret"])
-    if name == "auth/cross-app-access-complete-flow":
+    if name in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
         exchange = IDJAGTokenExchange(token_endpoint=context["idp_token_endpoint"],
                                       client_id=context["idp_client_id"], id_token=context["idp_id_token"])
         return CrossAppAccessProvider(client_id=context["client_id"],

@@ -33,6 +33,7 @@ from mcp_client import (
     HTTPTransport,
     IDJAGTokenExchange,
     Provider,
+    WorkloadIdentityProvider,
     apply_defaults,
 )
 
@@ -98,7 +99,7 @@ AUTH_SCENARIOS = [
 AUTH_SCENARIOS_NEXT = [
     "auth/authorization-server-migration", "auth/iss-supported", "auth/iss-not-advertised",
     "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized",
-    "auth/metadata-issuer-mismatch", "auth/enterprise-managed-authorization",
+    "auth/metadata-issuer-mismatch", "auth/enterprise-managed-authorization", "auth/wif-jwt-bearer",
 ]
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # what auth/basic-cimd expects
 REDIRECT_URI = "http://localhost:3000/callback"
@@ -143,6 +144,9 @@ def oauth_provider(name: str, context: dict) -> object:
                                       client_id=context["idp_client_id"], id_token=context["idp_id_token"])
         return CrossAppAccessProvider(client_id=context["client_id"],
                                       client_secret=context["client_secret"], assertion_provider=exchange)
+    if name == "auth/wif-jwt-bearer":
+        return WorkloadIdentityProvider(client_id=context.get("client_id"),
+                                        assertion_provider=lambda **_: context["valid_jwt"])
     browser = HeadlessBrowser()
     preregistered = {key: context[key] for key in ("client_id", "client_secret") if key in context}
     return Provider(client_metadata={"client_name": CLIENT_INFO["name"], "redirect_uris": [REDIRECT_URI]},

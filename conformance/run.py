@@ -121,7 +121,7 @@ CLIENT_SCENARIOS = [
 # speaks the handshake era, and its issuer checks (RFC 9207, SEP-2468). Left out: offline-access-*,
 # iss-supported, iss-not-advertised and authorization-server-migration, whose MCP servers answer
 # only the 2026-07-28 lifecycle (400 "Missing MCP-Protocol-Version header" to initialize), which
-# the client does not speak yet; dpop, dpop-nonce and wif-jwt-bearer, not built.
+# the client does not speak yet; dpop and dpop-nonce, not built.
 NEXT_CLIENT_SUITE = SUITES[1]
 NEXT_CLIENT_SCENARIOS = [
     "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
@@ -132,6 +132,7 @@ NEXT_CLIENT_SCENARIOS = [
     "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch", "auth/iss-supported-missing",
     "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized", "auth/metadata-issuer-mismatch",
     "auth/client-credentials-jwt", "auth/client-credentials-basic", "auth/enterprise-managed-authorization",
+    "auth/wif-jwt-bearer",
 ]
 CLIENT_RUNS = [(CLIENT_SUITE, CLIENT_SCENARIOS), (NEXT_CLIENT_SUITE, NEXT_CLIENT_SCENARIOS)]
 

@@ -74,6 +74,7 @@ __all__ = [
     "UnauthorizedError",
     "UnregisteredRedirectURI",
     "ValidationError",
+    "WorkloadIdentityProvider",
     "apply_defaults",
 ]
 
@@ -95,6 +96,7 @@ _OAUTH = frozenset({
     "TokenError",
     "TokenStorage",
     "UnregisteredRedirectURI",
+    "WorkloadIdentityProvider",
 })
 
 

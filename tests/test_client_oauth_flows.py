@@ -30,6 +30,7 @@ from mcp_client import (
     Provider,
     RegistrationError,
     TokenError,
+    WorkloadIdentityProvider,
 )
 
 from .oauth_support import Answer, Browser, LoopbackServer, Recorder, World
@@ -331,6 +332,29 @@ async def test_cross_app_access_exchanges_an_id_token_for_an_id_jag(world, elsew
     assert grant.form == {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
                           "assertion": "the-id-jag", "resource": world.mcp_url}
     assert grant.headers["authorization"] == "Basic " + base64.b64encode(b"app:secret").decode()
+
+
+@pytest.mark.feature("OAUTH-34")
+async def test_a_workload_jwt_is_the_grant_and_a_refusal_is_not_retried(world):
+    audiences = []
+
+    def workload_jwt(*, audience, resource):
+        audiences.append((audience, resource))
+        return "workload.jwt.value"
+    client = await connect(world, WorkloadIdentityProvider(assertion_provider=workload_jwt, client_id="wl"))
+    await client.close()
+    assert audiences == [(world.issuer, world.mcp_url)]
+    assert world.server.of("POST", "/token")[0].form == {
+        "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": "workload.jwt.value",
+        "resource": world.mcp_url, "client_id": "wl"}
+    world.valid.clear()
+    world.server.routes[("POST", "/token")] = lambda hit: Answer(400, {"error": "invalid_grant"})
+    client = AsyncClient(HTTPTransport(world.mcp_url, oauth=WorkloadIdentityProvider(
+        assertion_provider=workload_jwt)))
+    with pytest.raises(TokenError, match="invalid_grant") as refused:
+        await client.connect()
+    assert refused.value.error == "invalid_grant"
+    assert len(world.server.of("POST", "/token")) == 2  # one each: no retry, no other grant
 
 
 # Hostile servers: each gets a clear error, and no request goes to the bad URL -----------------------

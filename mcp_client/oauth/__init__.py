@@ -26,6 +26,7 @@ from .flow import OAuthFlow
 from .provider import Provider
 from .storage import InMemoryTokenStorage, TokenStorage
 from .urls import canonical_resource
+from .workload import WorkloadIdentityProvider
 
 __all__ = [
     "AuthorizationError",
@@ -47,6 +48,7 @@ __all__ = [
     "TokenError",
     "TokenStorage",
     "UnregisteredRedirectURI",
+    "WorkloadIdentityProvider",
     "canonical_resource",
     "metadata_urls",
     "parse_www_authenticate",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 import httpx
@@ -80,7 +80,7 @@ class OAuthFlow(httpx.Auth):
         self._guard(request)
 
     # httpx.Auth --------------------------------------------------------------------------------
-    def sync_auth_flow(self, request: httpx.Request):
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         raise RuntimeError("OAuth providers work with httpx.AsyncClient (Client and AsyncClient use one)")
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .client_auth import JWT_ALGORITHMS
-from .discovery import Discovery
+from .discovery import Discovery, select_scope
 from .errors import InvalidCredentials
 from .flow import OAuthFlow
 
@@ -65,7 +65,6 @@ class ClientCredentialsProvider(OAuthFlow):
         return self._client()
 
     def _select_scope(self, challenge_scope: str | None, discovery: Discovery) -> str | None:
-        from .discovery import select_scope
         return select_scope(challenge_scope, discovery, self.scope, offline=False)
 
     async def _token_request(self, discovery: Discovery, data: dict[str, str], client: dict | None, **_: Any

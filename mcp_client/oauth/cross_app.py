@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .client_auth import basic_header
-from .discovery import Discovery
+from .discovery import Discovery, select_scope
 from .errors import InvalidCredentials, TokenError
 from .flow import OAuthFlow, maybe_await
 from .http import MAX_BODY_BYTES, OAuthHTTP, is_redirect, json_object
@@ -84,7 +84,6 @@ class CrossAppAccessProvider(OAuthFlow):
         return dict(self._client())
 
     def _select_scope(self, challenge_scope: str | None, discovery: Discovery) -> str | None:
-        from .discovery import select_scope
         return select_scope(challenge_scope, discovery, self.scope, offline=False)
 
     async def _grant(self, discovery: Discovery, scope: str | None) -> dict:

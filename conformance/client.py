@@ -5,19 +5,37 @@
 The suite starts a scenario server, then runs this command with the server's URL as the last
 argument and the scenario's name in ``MCP_CONFORMANCE_SCENARIO``; it passes when the client does
 what the scenario checks and exits 0 in time. Handshake-era scenarios of 0.1.16 are implemented:
-``initialize``, ``tools_call``, ``elicitation-sep1034-client-defaults`` and ``sse-retry``; any other
-(the ``auth/*`` ones: OAuth comes with a later issue) exits 2, naming it.
+``initialize``, ``tools_call``, ``elicitation-sep1034-client-defaults`` and ``sse-retry``, and the
+``auth/*`` ones (mcp_client.oauth): the suite's authorization server redirects straight back, so the
+"browser" here is one GET of the authorization URL whose ``Location`` carries the code. Scenario data
+(pre-registered clients, keys, ID tokens) comes as JSON in ``MCP_CONFORMANCE_CONTEXT``. Any other
+scenario exits 2, naming it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qs, urlsplit
 
-from mcp_client import AsyncClient, ClientError, HTTPTransport, apply_defaults
+import httpx
+
+from mcp_client import (
+    AsyncClient,
+    AuthorizationError,
+    ClientCredentialsProvider,
+    ClientError,
+    CrossAppAccessProvider,
+    HTTPTransport,
+    IDJAGTokenExchange,
+    Provider,
+    WorkloadIdentityProvider,
+    apply_defaults,
+)
 
 CLIENT_INFO = {"name": "django-mcp-sdk-conformance-client", "version": "0.1.0"}
 TIMEOUT = 25.0  # seconds; the suite's own timeout is 30
@@ -57,16 +75,100 @@ async def sse_retry(client: AsyncClient) -> None:
     print((await client.call_tool("test_reconnection")).text)
 
 
+async def authorized_tools(client: AsyncClient) -> None:
+    """Every auth/* scenario: connect, list the tools, call test-tool; the transport's OAuth provider
+    answers the 401 (and a 403 insufficient_scope) on the way."""
+    await client.connect()
+    tools = {tool.name for tool in await client.tools()}
+    if "test-tool" in tools:
+        print((await client.call_tool("test-tool")).text)
+
+
+# The suite's auth scenarios of 0.1.16 (run.py lists them in CLIENT_SCENARIOS).
+AUTH_SCENARIOS = [
+    "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
+    "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none",
+    "auth/pre-registration", "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch", "auth/offline-access-scope",
+    "auth/offline-access-not-supported", "auth/client-credentials-jwt", "auth/client-credentials-basic",
+    "auth/cross-app-access-complete-flow",
+]
+# The 0.2.0 alpha suite's further ones.
+AUTH_SCENARIOS_NEXT = [
+    "auth/authorization-server-migration", "auth/iss-supported", "auth/iss-not-advertised",
+    "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch", "auth/enterprise-managed-authorization", "auth/wif-jwt-bearer",
+]
+CIMD_URL = "https://conformance-test.local/client-metadata.json"  # what auth/basic-cimd expects
+REDIRECT_URI = "http://localhost:3000/callback"
+
+
+class HeadlessBrowser:
+    """The user at the browser: GET the authorization URL (the suite's AS approves at once and
+    redirects), and read code, state and iss from the redirect's Location."""
+
+    def __init__(self) -> None:
+        self.answer: tuple[str | None, str | None, str | None] | None = None
+
+    async def redirect(self, url: str) -> None:
+        async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as http:
+            response = await http.get(url)
+        location = response.headers.get("location")
+        if not location:
+            raise AuthorizationError(f"the authorization endpoint answered {response.status_code} "
+                                     "without redirecting back")
+        query = parse_qs(urlsplit(location).query)
+        first = lambda name: (query.get(name) or [None])[0]  # noqa: E731
+        self.answer = (first("code"), first("state"), first("iss"))
+
+    async def callback(self) -> tuple[str | None, str | None, str | None]:
+        if self.answer is None:
+            raise AuthorizationError("no redirect came back")
+        answer, self.answer = self.answer, None
+        return answer
+
+
+def oauth_provider(name: str, context: dict) -> object:
+    """The provider a scenario calls for, from the suite's context."""
+    if name == "auth/client-credentials-jwt":
+        return ClientCredentialsProvider(client_id=context["client_id"],
+                                         private_key=context["private_key_pem"],
+                                         signing_algorithm=context.get("signing_algorithm", "ES256"))
+    if name == "auth/client-credentials-basic":
+        return ClientCredentialsProvider(client_id=context["client_id"],
+                                         client_secret=context["client_secret"])
+    if name in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
+        exchange = IDJAGTokenExchange(token_endpoint=context["idp_token_endpoint"],
+                                      client_id=context["idp_client_id"], id_token=context["idp_id_token"])
+        return CrossAppAccessProvider(client_id=context["client_id"],
+                                      client_secret=context["client_secret"], assertion_provider=exchange)
+    if name == "auth/wif-jwt-bearer":
+        return WorkloadIdentityProvider(client_id=context.get("client_id"),
+                                        assertion_provider=lambda **_: context["valid_jwt"])
+    browser = HeadlessBrowser()
+    preregistered = {key: context[key] for key in ("client_id", "client_secret") if key in context}
+    return Provider(client_metadata={"client_name": CLIENT_INFO["name"], "redirect_uris": [REDIRECT_URI]},
+                    redirect_handler=browser.redirect, callback_handler=browser.callback,
+                    client_id_metadata_document_url=CIMD_URL,
+                    client_information=preregistered or None)
+
+
 SCENARIOS: dict[str, Callable[[AsyncClient], Awaitable[None]]] = {
     "initialize": initialize,
     "tools_call": tools_call,
     "elicitation-sep1034-client-defaults": elicitation_defaults,
     "sse-retry": sse_retry,
+    **{name: authorized_tools for name in AUTH_SCENARIOS + AUTH_SCENARIOS_NEXT},
 }
 
 
-async def run(scenario: Callable[[AsyncClient], Awaitable[None]], url: str) -> None:
-    client = AsyncClient(HTTPTransport(url, timeout=TIMEOUT), client_info=CLIENT_INFO)
+async def run(scenario: Callable[[AsyncClient], Awaitable[None]], url: str, name: str = "") -> None:
+    oauth = None
+    if name.startswith("auth/"):
+        oauth = oauth_provider(name, json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}"))
+    client = AsyncClient(HTTPTransport(url, timeout=TIMEOUT, oauth=oauth), client_info=CLIENT_INFO)
     try:
         await asyncio.wait_for(scenario(client), TIMEOUT)
     finally:
@@ -88,7 +190,7 @@ def main(argv: list[str]) -> int:
               f"(implemented: {', '.join(SCENARIOS)})", file=sys.stderr)
         return 2
     try:
-        asyncio.run(run(scenario, argv[-1]))
+        asyncio.run(run(scenario, argv[-1], name))
     except (ClientError, TimeoutError) as exc:
         print(f"conformance client: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -5,7 +5,7 @@
     with Client(StdioTransport("python", ["manage.py", "mcp_stdio"])) as client:
         print(client.call_tool("echo", {"message": "hi"}).text)
 
-It needs no Django.
+It needs no Django. OAuth 2.1 (``HTTPTransport(url, oauth=Provider(...))``) is in ``mcp_client.oauth``.
 """
 
 from mcp_protocol.cancellation import Cancellation, CancelledError
@@ -34,29 +34,75 @@ from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Too
 
 __all__ = [
     "AsyncClient",
+    "AuthorizationError",
     "BadRequestError",
     "CallToolResult",
     "Cancellation",
     "CancelledError",
     "Client",
+    "ClientCredentialsProvider",
     "ClientError",
     "ConnectionClosedError",
+    "CrossAppAccessProvider",
+    "DiscoveryError",
     "ForbiddenError",
     "HTTPTransport",
+    "IDJAGTokenExchange",
+    "InMemoryTokenStorage",
+    "InsecureRedirectURI",
+    "InsecureURL",
+    "InvalidClientIDMetadataDocumentURL",
+    "InvalidCredentials",
     "NotConnectedError",
     "NotFoundError",
+    "OAuthError",
     "Page",
     "PaginationLimitError",
     "Prompt",
+    "Provider",
+    "RegistrationError",
     "Resource",
     "ResourceTemplate",
     "ServerError",
     "ServerRequestError",
     "SessionExpiredError",
     "StdioTransport",
+    "TokenError",
+    "TokenStorage",
     "Tool",
     "TransportError",
     "UnauthorizedError",
+    "UnregisteredRedirectURI",
     "ValidationError",
+    "WorkloadIdentityProvider",
     "apply_defaults",
 ]
+
+# The OAuth providers need httpx, which a stdio-only client may not have: imported when first named.
+_OAUTH = frozenset({
+    "AuthorizationError",
+    "ClientCredentialsProvider",
+    "CrossAppAccessProvider",
+    "DiscoveryError",
+    "IDJAGTokenExchange",
+    "InMemoryTokenStorage",
+    "InsecureRedirectURI",
+    "InsecureURL",
+    "InvalidClientIDMetadataDocumentURL",
+    "InvalidCredentials",
+    "OAuthError",
+    "Provider",
+    "RegistrationError",
+    "TokenError",
+    "TokenStorage",
+    "UnregisteredRedirectURI",
+    "WorkloadIdentityProvider",
+})
+
+
+def __getattr__(name: str) -> object:
+    if name in _OAUTH:
+        from . import oauth
+
+        return getattr(oauth, name)
+    raise AttributeError(f"module 'mcp_client' has no attribute {name!r}")

@@ -24,6 +24,7 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
+from conformance.run import CLIENT_SCENARIOS
 from mcp_client import (
     AsyncClient,
     BadRequestError,
@@ -786,17 +787,25 @@ def test_the_conformance_client_accepts_elicitations_with_the_defaults():
 
 @pytest.mark.feature("CONF-02")
 def test_the_conformance_client_names_what_it_cannot_do():
-    finished = conformance_client("auth/metadata-default", "http://127.0.0.1:9/mcp")
-    assert finished.returncode == 2 and "'auth/metadata-default' is not implemented" in finished.stderr
+    finished = conformance_client("auth/dpop", "http://127.0.0.1:9/mcp")
+    assert finished.returncode == 2 and "'auth/dpop' is not implemented" in finished.stderr
     finished = conformance_client("tools_call", "http://127.0.0.1:9/mcp")
     assert finished.returncode == 1 and "ConnectError" in finished.stderr
 
 
-@pytest.mark.feature("CONF-02", "CHTTP-08")
+# The handshake-era scenarios and an auth/* sample, one per path of the flow (about 2 s each: the
+# whole list, both suites, is conformance/run's, which CI runs).
+SAMPLE = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry",
+          "auth/metadata-var3", "auth/scope-step-up", "auth/token-endpoint-auth-basic",
+          "auth/pre-registration", "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch",
+          "auth/client-credentials-jwt", "auth/cross-app-access-complete-flow"]
+
+
+@pytest.mark.feature("CONF-02", "CHTTP-08", "OAUTH-34")
 def test_the_official_suite_passes_the_client_scenarios(tmp_path):
-    """``conformance/run --client``: the 0.1.16 suite runs its four handshake-era client scenarios
-    (initialize, tools_call, elicitation-sep1034-client-defaults, sse-retry) against
-    conformance/client. CI runs the same as part of ``conformance/run``."""
+    """``conformance/run --client-scenario ...``: the 0.1.16 suite runs its four handshake-era client
+    scenarios (initialize, tools_call, elicitation-sep1034-client-defaults, sse-retry) and a sample of
+    its 22 auth/* ones against conformance/client. CI runs them all as part of ``conformance/run``."""
     suite = REPO / "conformance" / "suite-0.1" / "node_modules" / "@modelcontextprotocol" / "conformance"
     require(shutil.which("node") is not None and suite.is_dir(),
             "node or the conformance suite is missing (conformance/run installs it)")
@@ -804,18 +813,18 @@ def test_the_official_suite_passes_the_client_scenarios(tmp_path):
         return subprocess.run([str(REPO / "conformance" / "run"), *options, "--results", str(tmp_path)],
                               cwd=REPO, capture_output=True, text=True, timeout=600)
 
-    finished = run("--client")
+    finished = run("--suite", "0.1", *(f"--client-scenario={name}" for name in SAMPLE))
     lines = finished.stdout.splitlines()
     # sse-retry warns when the reconnection comes more than 200 ms after the server's retry: (500 ms);
     # a machine busy with other tests can be that slow once, so a failed scenario gets one more run.
     failed = [line for line in lines if line.startswith("FAIL ")]
     if not failed:
-        assert finished.returncode == 0 and lines[-1] == "4 passed, 0 failed", finished.stdout + \
-            finished.stderr
+        assert finished.returncode == 0 and lines[-1] == f"{len(SAMPLE)} passed, 0 failed", \
+            finished.stdout + finished.stderr
     for line in failed:
-        again = run("--scenario", line.split()[1])
+        again = run("--scenario", line.split()[1], "--suite", "0.1")
         assert again.returncode == 0, finished.stdout + again.stdout + again.stderr
         lines[lines.index(line)] = again.stdout.splitlines()[0]
     assert [line for line in lines if line.startswith(("PASS", "FAIL"))] == [
-        "PASS initialize (0.1.16, client)", "PASS tools_call (0.1.16, client)",
-        "PASS elicitation-sep1034-client-defaults (0.1.16, client)", "PASS sse-retry (0.1.16, client)"]
+        f"PASS {name} (0.1.16, client)" for name in CLIENT_SCENARIOS if name in SAMPLE]
+    assert len(CLIENT_SCENARIOS) == 26 and sum(name.startswith("auth/") for name in CLIENT_SCENARIOS) == 22

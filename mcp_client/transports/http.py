@@ -42,13 +42,16 @@ class HTTPTransport:
     """``HTTPTransport(url, headers={}, max_message_bytes=4 MiB, max_reconnection_wait=300)``.
 
     ``http_client_factory()`` returns the ``httpx.AsyncClient`` to use (add auth, proxies,
-    event hooks there); redirects are not followed.
+    event hooks there); redirects are not followed. ``oauth`` is a provider of
+    :mod:`mcp_client.oauth` (``Provider``, ``ClientCredentialsProvider`` ...): it becomes the
+    client's ``auth``, so a 401 runs its flow and a 403 ``insufficient_scope`` its step-up.
     """
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  max_reconnection_wait: float = 300.0, timeout: float = 30.0,
-                 http_client_factory: Callable[[], httpx.AsyncClient] | None = None):
+                 http_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+                 oauth: httpx.Auth | None = None):
         if httpx is None:
             raise ModuleNotFoundError("HTTPTransport needs the httpx package, which is missing: "
                                       "pip install httpx (stdio needs nothing more)", name="httpx")
@@ -59,6 +62,14 @@ class HTTPTransport:
                 or max_reconnection_wait <= 0:
             raise ValueError(f"max_reconnection_wait must be a positive number of seconds, "
                              f"not {max_reconnection_wait!r}")
+        if oauth is not None:
+            if not isinstance(oauth, httpx.Auth):
+                raise TypeError(f"oauth must be an OAuth provider (an httpx.Auth), "
+                                f"not {type(oauth).__name__}")
+            bind = getattr(oauth, "bind", None)
+            if bind is not None:
+                bind(url)  # https or loopback, and the URL every request is checked against
+        self.oauth = oauth
         self.url = url
         self.headers = dict(headers or {})
         self.max_message_bytes = max_message_bytes
@@ -79,6 +90,12 @@ class HTTPTransport:
         if self._http is None:
             self._http = self.http_client_factory() if self.http_client_factory else \
                 httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
+            if self.oauth is not None:
+                self._http.auth = self.oauth
+                check = getattr(self.oauth, "check_request", None)
+                if check is not None:  # last: it sees the URL as any customizer left it
+                    self._http.event_hooks = {**self._http.event_hooks,
+                                              "request": [*self._http.event_hooks["request"], check]}
 
     def negotiated(self, protocol_version: str) -> None:
         self.protocol_version = protocol_version

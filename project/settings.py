@@ -186,7 +186,7 @@ if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):
     MCP_SERVER["MAX_SESSIONS_PER_PRINCIPAL"] = None if value.lower() == "none" else int(value)
 
 # MCP_PROTECTED=1: the endpoint requires a token of the demo's own authorization server (mounted
-# in project/urls.py), or the session cookie of a user logged in to admin. MCP_PUBLIC_URL is the
+# in project/urls.py), or the session cookie of a logged-in user. MCP_PUBLIC_URL is the
 # origin clients reach the demo at: the issuer, and the endpoint's resource (RFC 8707), which the
 # Protected Resource Metadata and the tokens' audience check must both name. A client reaching
 # the demo at another origin (localhost for 127.0.0.1) gets tokens for the wrong audience.

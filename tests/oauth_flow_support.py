@@ -26,7 +26,7 @@ import httpx
 from mcp_server.authorization_server.tokens import digest
 
 from .http_harness import ACCEPT_BOTH, DaphneServer, free_port
-from .waiting import PATIENCE
+from .waiting import PATIENCE, wait_until
 
 USERNAME = "olivia"
 PASSWORD = "a long test password"
@@ -54,6 +54,16 @@ class ProtectedDemo:
         """(method, path, status) of each request daphne answered after ``mark``, in order."""
         return [(m["method"], m["path"], int(m["status"]))
                 for m in ACCESS_LINE.finditer(self.server.log[mark:])]
+
+    def wait_for_requests(self, mark: int, *expected: tuple[str, str, int]) -> list[tuple[str, str, int]]:
+        """The requests since ``mark`` once the ``expected`` ones are among them: daphne writes a
+        line when a response has been sent, which may be just after the client read it."""
+        return wait_until(lambda: (seen := self.requests_since(mark)) and all(
+            entry in seen for entry in expected) and seen, what=f"{expected} in the access log")
+
+    def first_status(self, seen: list[tuple[str, str, int]], method: str, path: str) -> int:
+        """The status of the first ``method path`` request among ``seen``."""
+        return next(status for m, p, status in seen if (m, p) == (method, path))
 
 
 @contextmanager

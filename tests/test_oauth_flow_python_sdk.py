@@ -119,7 +119,8 @@ async def test_the_python_sdk_client_registers_authorizes_refreshes_and_is_refus
             # The SDK's transport ends on the failed authorization, with the handler's exception.
             refusals.extend(refused.exceptions)
     assert len(refusals) == 1 and len(agent.opened) == 2
-    assert demo.requests_since(state["mark"])[0] == ("POST", "/mcp", 401)
+    seen = demo.wait_for_requests(state["mark"], ("POST", "/mcp", 401))
+    assert demo.first_status(seen, "POST", "/mcp") == 401
     # The rotated refresh token is refused (and its family stays revoked).
     old_refresh_token = state["first"].refresh_token
     refused = await anyio.to_thread.run_sync(refresh_grant, demo, state["client_id"], old_refresh_token)
@@ -141,12 +142,12 @@ async def use_until_refused(demo, agent: ConsentAgent, provider: OAuthClientProv
         client_id = state["client_id"] = await sync_to_async(in_thread(check_authorized))(
             demo, agent, first.access_token, first.refresh_token, CLIENT_NAME)
         assert storage.client_info.client_id == client_id
-        seen = demo.requests_since(mark)
-        assert seen[0] == ("POST", "/mcp", 401)  # no token yet: the challenge starts the flow
-        assert ("GET", "/.well-known/oauth-protected-resource/mcp", 200) in seen
-        assert ("GET", "/.well-known/oauth-authorization-server", 200) in seen
-        assert ("POST", "/oauth/register/", 201) in seen
-        assert ("POST", "/oauth/token/", 200) in seen
+        seen = demo.wait_for_requests(
+            mark, ("GET", "/.well-known/oauth-protected-resource/mcp", 200),
+            ("GET", "/.well-known/oauth-authorization-server", 200), ("POST", "/oauth/register/", 201),
+            ("POST", "/oauth/token/", 200))
+        # No token yet: the endpoint's challenge started the flow.
+        assert demo.first_status(seen, "POST", "/mcp") == 401
 
         # The SDK refreshes a token it holds as expired before its next request.
         provider.context.token_expiry_time = time.time() - 1
@@ -154,7 +155,7 @@ async def use_until_refused(demo, agent: ConsentAgent, provider: OAuthClientProv
         echoed = await session.call_tool("echo", {"message": "after refresh"})
         assert echoed.content[0].text == "after refresh"
         second = storage.tokens
-        assert ("POST", "/oauth/token/", 200) in demo.requests_since(mark)
+        demo.wait_for_requests(mark, ("POST", "/oauth/token/", 200))
         await sync_to_async(in_thread(check_refreshed))(
             first.access_token, first.refresh_token, second.access_token, second.refresh_token)
         check_refused(demo, first.access_token)

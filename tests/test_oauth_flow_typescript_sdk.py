@@ -99,12 +99,12 @@ def test_the_typescript_sdk_client_registers_authorizes_refreshes_and_is_refused
         first = called["tokens"]
         client_id = check_authorized(demo, agent, first["access_token"], first["refresh_token"], CLIENT_NAME)
         assert called["clientId"] == client_id
-        seen = demo.requests_since(mark)
-        assert seen[0] == ("POST", "/mcp", 401)  # no token yet: the challenge starts the flow
-        assert ("GET", "/.well-known/oauth-protected-resource/mcp", 200) in seen
-        assert ("GET", "/.well-known/oauth-authorization-server", 200) in seen
-        assert ("POST", "/oauth/register/", 201) in seen
-        assert ("POST", "/oauth/token/", 200) in seen
+        seen = demo.wait_for_requests(
+            mark, ("GET", "/.well-known/oauth-protected-resource/mcp", 200),
+            ("GET", "/.well-known/oauth-authorization-server", 200), ("POST", "/oauth/register/", 201),
+            ("POST", "/oauth/token/", 200))
+        # No token yet: the endpoint's challenge started the flow.
+        assert demo.first_status(seen, "POST", "/mcp") == 401
 
         mark = demo.log_mark()
         script.send({"do": "refresh"})
@@ -112,7 +112,7 @@ def test_the_typescript_sdk_client_registers_authorizes_refreshes_and_is_refused
         assert (refreshed["step"], refreshed["result"], refreshed["text"]) == \
             ("refreshed", "AUTHORIZED", "after refresh")
         second = refreshed["tokens"]
-        assert ("POST", "/oauth/token/", 200) in demo.requests_since(mark)
+        demo.wait_for_requests(mark, ("POST", "/oauth/token/", 200))
         check_refreshed(first["access_token"], first["refresh_token"], second["access_token"],
                         second["refresh_token"])
         check_refused(demo, first["access_token"])
@@ -126,9 +126,9 @@ def test_the_typescript_sdk_client_registers_authorizes_refreshes_and_is_refused
         assert script.receive()["authorize"].startswith(f"{demo.base}/oauth/authorize/")
         after = script.receive()
         assert after["step"] == "after revocation" and after["error"] == "UnauthorizedError", after
-        seen = demo.requests_since(mark)
-        assert seen[0] == ("POST", "/mcp", 401)
-        assert ("POST", "/oauth/token/", 400) in seen  # the revoked refresh token
+        # The call's 401, then the revoked refresh token refused.
+        seen = demo.wait_for_requests(mark, ("POST", "/mcp", 401), ("POST", "/oauth/token/", 400))
+        assert demo.first_status(seen, "POST", "/mcp") == 401
         assert script.process.wait(PATIENCE) == 0, script.process.stderr.read()
     finally:
         script.close()

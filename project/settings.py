@@ -4,7 +4,9 @@ It needs ``DJANGO_SECRET_KEY``, or ``DJANGO_DEVELOPMENT=1`` on a development mac
 With no other configuration it runs on the embedded default: SQLite and the in-memory channel layer.
 ``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
 ``CELERY_BROKER_URL`` runs background tools on Celery workers (``celery -A project worker``);
-``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom).
+``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom);
+``MCP_PROTECTED=1`` makes the endpoint require a token of the demo's own authorization server, with
+``MCP_PUBLIC_URL`` the origin clients reach the demo at (default ``http://127.0.0.1:8000``).
 """
 
 import os
@@ -182,6 +184,26 @@ if os.environ.get("MCP_REGISTRY_IN_DATABASE") == "0":
 if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):
     value = os.environ["MCP_MAX_SESSIONS_PER_PRINCIPAL"]
     MCP_SERVER["MAX_SESSIONS_PER_PRINCIPAL"] = None if value.lower() == "none" else int(value)
+
+# MCP_PROTECTED=1: the endpoint requires a token of the demo's own authorization server (mounted
+# in project/urls.py), or the session cookie of a logged-in user. MCP_PUBLIC_URL is the
+# origin clients reach the demo at: the issuer, and the endpoint's resource (RFC 8707), which the
+# Protected Resource Metadata and the tokens' audience check must both name. A client reaching
+# the demo at another origin (localhost for 127.0.0.1) gets tokens for the wrong audience.
+PROTECTED = os.environ.get("MCP_PROTECTED") == "1"
+if PROTECTED:
+    PUBLIC_URL = (os.environ.get("MCP_PUBLIC_URL") or "http://127.0.0.1:8000").rstrip("/")
+    RESOURCE = f"{PUBLIC_URL}/mcp"
+    MCP_SERVER["AUTHENTICATION_CLASSES"] = [
+        "mcp_server.authorization_server.authentication.LocalTokenAuthentication",
+        "mcp_server.auth.SessionAuthentication",
+    ]
+    MCP_SERVER["AUTHENTICATION_REQUIRED"] = True
+    MCP_SERVER["RESOURCE_SERVER"] = {
+        "RESOURCE": RESOURCE, "AUTHORIZATION_SERVERS": [PUBLIC_URL], "SCOPES_SUPPORTED": ["mcp"],
+        "RESOURCE_NAME": "Django MCP demo",
+    }
+    MCP_SERVER["AUTHORIZATION_SERVER"] = {"ISSUER": PUBLIC_URL, "RESOURCE": RESOURCE}
 
 LOGGING = {
     "version": 1,

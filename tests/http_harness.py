@@ -86,8 +86,9 @@ class DaphneServer(ChildProcess):
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
                  log_path: Path | None = None, application: str = "project.asgi:application",
-                 server: str = "daphne"):
-        self.port = free_port()
+                 server: str = "daphne", port: int | None = None):
+        # ``port``: chosen beforehand when the settings must name it (the protected demo's URL).
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path or Path(f"/tmp/mcp-daphne-{self.port}.log")
         inherited = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}

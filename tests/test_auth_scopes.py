@@ -144,3 +144,28 @@ def test_django_permissions_show_a_primitive_to_the_users_who_hold_them(make_cli
 def test_requirements_that_cannot_be_checked_are_refused_when_defined(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_hidden_by_a_permission_is_unknown_to_the_modern_header_checks_too():
+    """Its x-mcp-header arguments are not checked (that would tell it exists): "not found", as for
+    a tool that does not exist."""
+    from mcp_server.http import StreamableHTTPTransport
+
+    from .modern_support import post
+    from .test_modern_http import build_server as build_modern_server
+    from .test_modern_http import call
+
+    server, _state = build_modern_server()
+    server.tools["query"].permissions = ("auth.view_user",)
+    transport = StreamableHTTPTransport(server)
+    try:
+        app = transport.as_asgi()
+        reply = await post(app, call("query", 1, region="us-west1", limit=42, query="select"),
+                           {"mcp-param-region": "eu-west1"})  # the wrong header: not looked at
+        assert reply.error == {"code": -32602, "message": "Tool not found: query", "data": {"name": "query"}}
+        unknown = await post(app, call("nothing", 2, query="q"))
+        assert reply.status == unknown.status
+    finally:
+        await transport.close()

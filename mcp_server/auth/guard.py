@@ -78,6 +78,13 @@ async def visible(registry: Any, principal: Any, user_id: Any) -> View:
     return view
 
 
+async def registry_seen_by(server: Server, principal: Any, user_id: Any) -> Any:
+    """What a request of ``principal`` (Django user ``user_id``) may see, before it has a session:
+    the view :meth:`Server.registry_view` gives its session."""
+    registry = await server.registry_for(user_id)
+    return await visible(registry, principal, user_id) if server.guarded else registry
+
+
 async def usable(server: Server, primitive: Any, kind: str, key: str, principal: Any, user_id: Any) -> bool:
     """Whether the principal may use ``primitive``: False when a permission hides it; raises
     :class:`InsufficientScopeError` when it lacks scopes."""

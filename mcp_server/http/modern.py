@@ -35,6 +35,7 @@ from mcp_protocol.errors import (
 from mcp_protocol.versions import is_handshake_version, is_modern_version
 
 from ..asgi import STALL_SECONDS
+from ..auth.guard import registry_seen_by
 from ..modern import requests
 from ..modern.session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
@@ -112,7 +113,9 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
     try:
         # A tool hidden from this request is unknown to its header checks too (they would tell
         # that it exists).
-        tools = (await server.registry_for(None)).tools
+        principal = request.principal
+        user_id = principal.user_id if principal is not None else None
+        tools = (await registry_seen_by(server, principal, user_id)).tools
         envelope = _envelope(request, tools, incoming, header_version)
     except MCPError as error:
         await _reply(consumer, jsonrpc.error_from(incoming.id, error))

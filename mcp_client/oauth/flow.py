@@ -23,6 +23,8 @@ from .storage import InMemoryTokenStorage, TokenStorage
 from .urls import canonical_resource, redact, require_public, require_secure
 
 EXPIRY_MARGIN = 30  # seconds: refresh a token this long before it expires
+# An httpx request extension: a 401 to the request is its answer; no authorization runs for it.
+NO_RENEWAL = "mcp_client.oauth.no_renewal"
 
 
 async def maybe_await(value: Any) -> Any:
@@ -89,6 +91,8 @@ class OAuthFlow(httpx.Auth):
             tokens = await self._valid_tokens()
         sent = self._authorize_request(request, tokens)
         response = yield request
+        if response.status_code == 401 and request.extensions.get(NO_RENEWAL):
+            return  # a request not worth asking anyone to authorize for (a closing DELETE)
         if response.status_code == 401:
             challenge = bearer_challenge(response.headers.get_list("www-authenticate"))
             async with self._locked():

@@ -108,10 +108,14 @@ class HTTPTransport:
         try:
             if self.session_id and self._http is not None:
                 try:
-                    response = await self._http.delete(self.url, headers=self._headers())
+                    # Ending a session is not worth an authorization: with OAuth, a 401 here is
+                    # its answer (mcp_client.oauth.flow.NO_RENEWAL).
+                    response = await self._http.delete(self.url, headers=self._headers(),
+                                                       extensions={"mcp_client.oauth.no_renewal": True})
                 except httpx.HTTPError as exc:
                     raise TransportError(f"DELETE {self.url} failed: {exc}") from exc
-                if response.status_code not in (200, 202, 204, 404, 405):
+                done = (200, 202, 204, 404, 405) if self.oauth is None else (200, 202, 204, 401, 404, 405)
+                if response.status_code not in done:
                     raise self._status_error(response, response.text)
         finally:
             self.session_id = None

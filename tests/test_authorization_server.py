@@ -324,6 +324,28 @@ def test_replayed_code_is_refused_and_revokes_its_tokens(client, user):
     assert refresh(client, client_id, refreshed["refresh_token"]).status_code == 400
 
 
+def test_a_code_presented_twice_at_once_is_redeemed_once(client, user):
+    """Two token requests with one code, both past the code's lookup before either made a token
+    (as when they arrive together): the second is refused, and only the first gets tokens."""
+    from types import SimpleNamespace
+
+    from mcp_server.authorization_server.oauth import Validator
+
+    client_id = register(client)["client_id"]
+    pkce = PKCE.new()
+    code = approve(client, client_id, pkce)["code"]
+    application = Application.objects.get(client_id=client_id)
+    validator = Validator()
+    first, second = SimpleNamespace(), SimpleNamespace()
+    assert validator.validate_code(client_id, digest(code), application, first)
+    assert not validator.validate_code(client_id, digest(code), application, second)
+    # The request that claimed it is the one served; a third presenter is refused too.
+    late = token(client, grant_type="authorization_code", code=code, redirect_uri=REDIRECT_URI,
+                 client_id=client_id, code_verifier=pkce.verifier, resource=RESOURCE)
+    assert late.status_code == 400 and late.json()["error"] == "invalid_grant"
+    assert not issued_tokens().exists()
+
+
 def test_client_credentials(client):
     registered = register(client, grant_types=["client_credentials"], redirect_uris=None,
                           token_endpoint_auth_method="client_secret_basic")

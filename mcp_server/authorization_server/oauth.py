@@ -5,13 +5,15 @@
 - ``Backend`` and ``Validator``: authorization codes are stored as their SHA-256. The backend
   hashes the ``code`` of a token request before oauthlib reads it, and the validator hashes the
   code it stores, so every lookup the toolkit makes by code compares digests.
-- ``Validator``: a replayed code revokes the tokens issued from it (OAuth 2.1 section 4.1.3).
+- ``Validator``: a code is redeemed once, even by two requests at the same moment, and a replayed
+  code revokes the tokens issued from it (OAuth 2.1 section 4.1.3).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 from oauth2_provider.oauth2_backends import OAuthLibCore
 from oauth2_provider.oauth2_validators import OAuth2Validator
@@ -58,18 +60,31 @@ class Validator(OAuth2Validator):
             from .models import RedeemedCode
 
             refresh_token = getattr(request, "mcp_refresh_token", None)
-            RedeemedCode.objects.create(
-                code_hash=request.code, application=request.client,
+            RedeemedCode.objects.filter(code_hash=request.code).update(
                 token_family=refresh_token.token_family if refresh_token is not None else None,
                 access_token=getattr(request, "mcp_access_token", None))
         return result
 
     def validate_code(self, client_id: str, code: str, client: Any, request: Any,
                       *args: Any, **kwargs: Any) -> bool:
-        if super().validate_code(client_id, code, client, request, *args, **kwargs):
-            return True
-        revoke_redeemed(code)
+        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            revoke_redeemed(code)
+            return False
+        return claim_code(code, client)
+
+
+def claim_code(code_hash: str, application: Any) -> bool:
+    """Mark a valid code as being redeemed, before any token is made from it: of two requests that
+    present it at once, the second finds the mark (one row per code) and is refused. A code whose
+    redemption then fails (a wrong PKCE verifier, say) stays spent."""
+    from .models import RedeemedCode
+
+    try:
+        with transaction.atomic():
+            RedeemedCode.objects.create(code_hash=code_hash, application=application)
+    except IntegrityError:
         return False
+    return True
 
 
 def revoke_redeemed(code_hash: str) -> bool:

@@ -4,7 +4,7 @@ grant (RFC 7523)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .client_auth import basic_header
@@ -60,28 +60,26 @@ class IDJAGTokenExchange:
         return token
 
 
-class CrossAppAccessProvider(OAuthFlow):
-    """``CrossAppAccessProvider(client_id=, client_secret=, assertion_provider=)``:
-    ``assertion_provider(audience=<AS issuer>, resource=<MCP server URL>)`` returns an ID-JAG (for
-    example an :class:`IDJAGTokenExchange`), sent as a JWT bearer grant with client_secret_basic.
-    No PKCE, registration or offline_access."""
+class JWTBearerFlow(OAuthFlow):
+    """A flow whose grant is a JWT that ``assertion_provider(audience=<AS issuer>, resource=<MCP
+    server>)`` returns, sent as a JWT bearer grant (RFC 7523). No PKCE, registration or
+    offline_access. Subclasses say how the client authenticates the grant."""
 
     grant_types = (JWT_BEARER,)
+    assertion_name = "JWT"  # what the provider must return, for the error that says it did not
+    grant_method = "none"   # the token endpoint authentication of the grant
 
-    def __init__(self, *, client_id: str, client_secret: str, assertion_provider: AssertionProvider,
-                 **options: Any):
+    def __init__(self, *, assertion_provider: AssertionProvider, **options: Any):
         super().__init__(**options)
-        if not client_id or not client_secret:
-            raise InvalidCredentials("CrossAppAccessProvider needs client_id and client_secret")
         if not callable(assertion_provider):
             raise InvalidCredentials("assertion_provider must be callable")
-        self.client_id, self._secret, self.assertion_provider = client_id, client_secret, assertion_provider
+        self.assertion_provider = assertion_provider
 
-    def _client(self) -> Mapping[str, str]:
-        return {"client_id": self.client_id, "client_secret": self._secret}
+    def _grant_client(self) -> dict | None:
+        raise NotImplementedError
 
-    async def _client_for_refresh(self, discovery: Discovery) -> dict:
-        return dict(self._client())
+    async def _client_for_refresh(self, discovery: Discovery) -> dict | None:
+        return self._grant_client()
 
     def _select_scope(self, challenge_scope: str | None, discovery: Discovery) -> str | None:
         return select_scope(challenge_scope, discovery, self.scope, offline=False)
@@ -90,8 +88,28 @@ class CrossAppAccessProvider(OAuthFlow):
         assertion = await maybe_await(self.assertion_provider(audience=discovery.issuer,
                                                               resource=discovery.resource))
         if not isinstance(assertion, str) or not assertion:
-            raise TokenError("assertion_provider returned no ID-JAG")
+            raise TokenError(f"assertion_provider returned no {self.assertion_name}")
         data = {"grant_type": JWT_BEARER, "assertion": assertion, "resource": discovery.resource}
         if scope:
             data["scope"] = scope
-        return await self._token_request(discovery, data, dict(self._client()), method="client_secret_basic")
+        return await self._token_request(discovery, data, self._grant_client(), method=self.grant_method)
+
+
+class CrossAppAccessProvider(JWTBearerFlow):
+    """``CrossAppAccessProvider(client_id=, client_secret=, assertion_provider=)``:
+    ``assertion_provider(audience=<AS issuer>, resource=<MCP server URL>)`` returns an ID-JAG (for
+    example an :class:`IDJAGTokenExchange`), sent as a JWT bearer grant with client_secret_basic.
+    No PKCE, registration or offline_access."""
+
+    assertion_name = "ID-JAG"
+    grant_method = "client_secret_basic"
+
+    def __init__(self, *, client_id: str, client_secret: str, assertion_provider: AssertionProvider,
+                 **options: Any):
+        if not client_id or not client_secret:
+            raise InvalidCredentials("CrossAppAccessProvider needs client_id and client_secret")
+        super().__init__(assertion_provider=assertion_provider, **options)
+        self.client_id, self._secret = client_id, client_secret
+
+    def _grant_client(self) -> dict:
+        return {"client_id": self.client_id, "client_secret": self._secret}

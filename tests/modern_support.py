@@ -108,14 +108,15 @@ def sse_messages(text: str) -> list[dict]:
     return found
 
 
-def post_over_http(url: str, method: str, request_id: Any = 1, meta: dict | None = None,
-                   **params: Any) -> tuple[int, list[dict]]:
+def post_over_http(url: str, method: str, request_id: Any = 1, meta: dict | None = None, *,
+                   extra_headers: dict | None = None, **params: Any) -> tuple[int, list[dict]]:
     """One modern request to a running server: its status and every message of its response,
     the request and each message checked against the schema."""
     message = {"jsonrpc": "2.0", "id": request_id, "method": method,
                "params": {**params, "_meta": meta or envelope()}}
     check_client_message(message, MODERN)
     headers = {k: v for k, v in modern_headers(message).items() if k not in ("host", "content-type")}
+    headers.update(extra_headers or {})
     response = httpx.post(url, json=message, headers=headers, timeout=PATIENCE)
     assert "mcp-session-id" not in response.headers
     if response.headers.get("content-type", "").startswith("text/event-stream"):

@@ -46,6 +46,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
 SETTINGS = {"PROCESS_HEARTBEAT_INTERVAL": 1, "REQUEST_STATE_KEYS": [KEY]}
+# The web processes of the deployment also take an X-API-Key naming a user (scopes mcp:read).
+AUTHENTICATED = {**SETTINGS, "AUTHENTICATION_CLASSES": [
+    "tests.auth_support.APIKeyAuthentication", "mcp_server.auth.SessionAuthentication"]}
 # Neither Redis nor a broker, whatever the environment of the test run says.
 EMBEDDED = {"REDIS_URL": "", "CELERY_BROKER_URL": ""}
 SKEW_REDIS_DB, REDIS_DB, BROKER_DB, SKEW_BROKER_DB = 3, 4, 5, 6
@@ -208,7 +211,7 @@ def deployment(django_db_setup, django_db_blocker):
     env = {"CELERY_BROKER_URL": broker}
     json_mode_settings = {**SETTINGS, "ENABLE_JSON_RESPONSE": True, "VALIDATE_TOOL_CALL_ARGUMENTS": False}
     with django_db_blocker.unblock(), \
-            cluster(2, redis_db=REDIS_DB, mcp_settings=SETTINGS, env=env) as (a, b):
+            cluster(2, redis_db=REDIS_DB, mcp_settings=AUTHENTICATED, env=env) as (a, b):
         json_mode = DaphneServer(mcp_settings=json_mode_settings, env={"REDIS_URL": redis_url, **env})
         try:
             with celery_worker(broker_url=broker, redis_url=redis_url,
@@ -243,6 +246,32 @@ def test_modern_calls_are_relayed_from_the_worker_to_the_process_that_received_t
     assert [(c.progress, c.total) for c in calls] == [(3, 3)] * 2
     assert calls[0].web_channel != calls[1].web_channel  # each answered by its own process
     assert received(worker, since) == [c.id for c in calls]
+
+
+def test_a_tool_on_the_worker_sees_who_sent_the_call(deployment):
+    """The request's principal (an API key's user and its scopes) is the one the tool sees on the
+    worker: on the handshake-era stream, on the 2026-07-28 relay, and none for an anonymous call."""
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user("ada")
+    worker, ada = deployment.worker, {"user": "ada", "scopes": ["mcp:read"], "method": "api-key"}
+    client = Client(deployment.a.url, headers={"x-api-key": "ada"})
+    client.initialize()
+    exchange = client.request("tools/call", {"name": "background_job", "arguments": {"steps": 1}})
+    assert exchange.response is not None, worker.log
+    seen = json.loads(exchange.response["result"]["content"][0]["text"])
+    assert (seen["pid"], seen["principal"]) == (worker.process.pid, ada)
+    status, messages = post_over_http(deployment.b.url, "tools/call", 7, extra_headers={"x-api-key": "ada"},
+                                      name="background_job", arguments={"steps": 1})
+    seen = json.loads(messages[-1]["result"]["content"][0]["text"])
+    assert (status, seen["pid"], seen["principal"]) == (200, worker.process.pid, ada)
+    _status, messages = post_over_http(deployment.b.url, "tools/call", 8, name="background_job",
+                                       arguments={"steps": 1})
+    assert json.loads(messages[-1]["result"]["content"][0]["text"])["principal"] is None
+    calls = records()
+    assert [(c.principal or {}).get("scopes") for c in calls] == [["mcp:read"], ["mcp:read"], None]
+    assert [c.owner.username if c.owner else None for c in calls] == ["ada", "ada", None]
+    assert all(c.worker == runs_in(worker.process.pid) for c in calls)
 
 
 def test_input_required_from_a_background_tool_in_two_rounds_on_the_worker(deployment):

@@ -227,7 +227,7 @@ def test_an_elicitation_from_the_worker_is_answered_through_the_other_process(de
     assert [r.status_code for r in answers] == [202]
     assert exchange.response is not None, worker.log
     assert json.loads(exchange.response["result"]["content"][0]["text"]) == {
-        "pid": worker.process.pid, "colour": "teal"}
+        "pid": worker.process.pid, "colour": "teal", "principal": None}
 
 
 # (5) --------------------------------------------------------------------------------------------

@@ -45,6 +45,20 @@ class Principal:
     def has_scopes(self, required: frozenset[str] | set[str] | list[str] | tuple[str, ...]) -> bool:
         return set(required) <= self.scopes
 
+    def to_record(self) -> dict[str, Any]:
+        """What a background call keeps of it (JSON): not the user (the call's ``owner`` is) and,
+        of the claims, only the subject; a token's other claims may say more than a row should."""
+        return {"scopes": sorted(self.scopes), "client_id": self.client_id, "expires_at": self.expires_at,
+                "subject": self.subject, "method": self.method}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], user: Any = None) -> Principal:
+        """The principal :meth:`to_record` kept, acting for ``user``."""
+        subject = record.get("subject")
+        return cls(user=user, scopes=frozenset(record.get("scopes") or ()), client_id=record.get("client_id"),
+                   expires_at=record.get("expires_at"), claims={"sub": subject} if subject else {},
+                   method=record.get("method") or "")
+
 
 class AuthenticationFailed(Exception):  # DRF's name, which users know
     """A credential was sent and is not good: the request is refused with a Bearer challenge.

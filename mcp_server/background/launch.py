@@ -54,6 +54,7 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
         session_id=record.id if record is not None else "", request_id=ctx.request_id,
         request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
         owner_id=session.user_id, delivery=delivery,
+        principal=session.principal.to_record() if session.principal is not None else None,
         idempotent=bool((tool.annotations or {}).get("idempotentHint")),
         web_channel=runtime.channel_key if runtime is not None else "",
     )

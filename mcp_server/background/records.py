@@ -83,6 +83,17 @@ def _get(call_id: str) -> ToolCall | None:
 
 
 # The same, from async code (on a worker thread with fresh connections).
+def _owner(call: ToolCall) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=call.owner_id).first()
+
+
+async def owner(call: ToolCall) -> Any:
+    """The Django user who made the call (None when the row is gone)."""
+    return await run_in_thread(_owner, call)
+
+
 async def create(**fields: Any) -> ToolCall:
     return await run_in_thread(_create, **fields)
 

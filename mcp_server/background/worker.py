@@ -18,6 +18,7 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.envelope import parse_envelope
 from mcp_protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError
 
+from ..auth.base import Principal
 from ..http.event_store import EventsDropped
 from ..http.session import DETACHED, HTTPServerSession, PostOutbound
 from ..modern.session import ModernSession
@@ -113,6 +114,19 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
 
 
 async def _session(transport: Any, runtime: Any, call: Any) -> Any:
+    """The session the tool sees, acting for the call's principal; None when the session ended."""
+    session = await _unbound_session(transport, runtime, call)
+    if session is not None and call.principal is not None:
+        owner = await records.owner(call) if call.owner_id is not None else None
+        principal = Principal.from_record(call.principal, owner)
+        if isinstance(session, HTTPServerSession):
+            session.principal = principal  # its user is the stored session's owner already
+        else:
+            session.act_for(principal)
+    return session
+
+
+async def _unbound_session(transport: Any, runtime: Any, call: Any) -> Any:
     """The session the tool sees, as the web process would build it; None when it ended."""
     envelope = parse_envelope(call.params) if call.protocol_version else None
     if envelope is not None:

@@ -39,6 +39,9 @@ class ToolCall(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="mcp_tool_calls",
     )
+    # Who sent it, as the tool sees it on ``server_context.principal``: the scopes, OAuth client,
+    # expiry, subject and how it authenticated (the user is ``owner``); None when nobody did.
+    principal = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     # How its messages reach the client: "stream" (stored on the session's POST stream, resumable
     # on any process), "relay" (through the web process that holds the request) or "local".

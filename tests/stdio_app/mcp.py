@@ -136,7 +136,7 @@ def background_job(server_context: ServerContext, steps: int = 3, gate: str | No
     """A background call: ``steps`` progress notifications and a log message, then (with ``gate``)
     a wait until that file exists or the call is cancelled, then ``after_gate`` more progress
     notifications, then (with ``ask``) an elicitation.
-    Returns, as JSON, the process it ran in and the colour the client gave."""
+    Returns, as JSON, the process it ran in, the colour the client gave and who sent the call."""
     return _background_job(server_context, steps, gate, ask, limit, after_gate)
 
 
@@ -167,7 +167,16 @@ def _background_job(server_context: ServerContext, steps: int, gate: str | None,
     if ask:
         answer = server_context.create_form_elicitation("Which colour?", COLOUR_SCHEMA)
         colour = (answer.get("content") or {}).get("colour")
-    return json.dumps({"pid": os.getpid(), "colour": colour})
+    return json.dumps({"pid": os.getpid(), "colour": colour, "principal": _who(server_context)})
+
+
+def _who(server_context: ServerContext) -> dict | None:
+    """The request's principal as the tool sees it (None when nobody authenticated)."""
+    principal = server_context.principal
+    if principal is None:
+        return None
+    user = principal.user.get_username() if principal.user is not None else None
+    return {"user": user, "scopes": sorted(principal.scopes), "method": principal.method}
 
 
 # What background_confirm asks for.

@@ -105,22 +105,23 @@ class AsyncClient:
                       mode: str | None = None, client_info: dict | None = None) -> dict:
         """Connect; a second call returns the first result.
 
-        ``mode`` is ``"auto"`` (the default: probe ``server/discover``, adopt the 2026-07-28
-        lifecycle when both sides speak a modern revision, else the ``initialize`` handshake),
-        ``"modern"`` (discover only; an error when the server has no mutual modern revision) or
-        ``"legacy"`` (the handshake, no probe). A pinned ``protocol_version`` picks its era. A
+        ``mode="auto"`` probes ``server/discover`` (bounded by ``discover_timeout``, 5 s) and
+        adopts the 2026-07-28 lifecycle when both sides speak a modern revision, else falls back
+        to the ``initialize`` handshake; ``"modern"`` is discover only (an error when the server
+        has no mutual modern revision); ``"legacy"`` is the handshake with no probe. Without a
+        mode the handshake is used, for now. A pinned ``protocol_version`` picks its era. A
         custom transport whose ``connect`` declares no ``mode`` gets ``connect()`` and the
         handshake, and an explicit ``mode`` raises. The result is the ``initialize`` result, or
         the discover result in its shape (``protocolVersion``, ``capabilities``, ``serverInfo``,
-        ``instructions``).
+        ``instructions``), so the readers answer the same in either era.
         """
         if self.connected:
             return self.server_info
         mode = _mode(mode, protocol_version)
-        # What happens: a pinned handshake revision or a transport that knows no mode (and so no
-        # modern era) gets the handshake; anything else the mode asked for, auto by default.
+        # What happens: a pinned handshake revision, no mode, or a transport that knows no mode
+        # (and so no modern era) gets the handshake; a pinned modern revision or mode= the rest.
         pinned_legacy = versions.is_handshake_version(protocol_version)
-        effective = LEGACY_MODE if pinned_legacy else (mode or AUTO_MODE)
+        effective = LEGACY_MODE if pinned_legacy else (mode or LEGACY_MODE)
         if isinstance(self._wire, RequestResponseTransport):
             if mode is not None and not self._wire.connect_takes_mode:
                 raise ValueError(f"mode={mode!r} needs a transport whose connect() takes mode=; "
@@ -691,8 +692,8 @@ def _mode(mode: str | None, protocol_version: str | None) -> str | None:
             raise ValueError(f"protocol_version {protocol_version!r} is not a handshake revision; "
                              "mode='legacy' needs one")
         return MODERN_MODE
-    raise ValueError(f"protocol_version {protocol_version!r} is not a revision this client speaks "
-                     f"({', '.join(versions.STABLE_VERSIONS)})")
+    raise ValueError(f"protocol_version {protocol_version!r} is neither a handshake nor a 2026-07-28 "
+                     f"revision this client speaks ({', '.join(versions.STABLE_VERSIONS)})")
 
 
 def _failed(task: asyncio.Task) -> bool:

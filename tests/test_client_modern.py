@@ -51,7 +51,7 @@ async def served(short_lived_connections):  # noqa: F811
 async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_it(served):
     recorded: list[httpx.Request] = []
     client = client_over(served(), recorded)
-    result = await client.connect(client_info={"name": "t", "version": "1"})
+    result = await client.connect(mode="auto", client_info={"name": "t", "version": "1"})
     assert client.is_modern and client.protocol_version == MODERN == result["protocolVersion"]
     assert client.server_implementation == {"name": "modern", "version": "2.0"}
     assert client.instructions == "Use echo."
@@ -85,7 +85,7 @@ async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_i
 @pytest.mark.feature("CLI-02", "CLI-04")
 async def test_legacy_mode_and_a_pinned_handshake_revision_never_probe(served):
     app = served()
-    for options in ({"mode": "legacy"}, {"protocol_version": "2025-06-18"}):
+    for options in ({"mode": "legacy"}, {}, {"mode": "auto", "protocol_version": "2025-06-18"}):
         recorded: list[httpx.Request] = []
         client = client_over(app, recorded)
         result = await client.connect(**options)
@@ -103,7 +103,7 @@ async def test_modes_and_pins_that_contradict_each_other_are_refused(served):
     for options, words in (({"mode": "sideways"}, "mode must be"),
                            ({"mode": "modern", "protocol_version": "2025-11-25"}, "handshake revision"),
                            ({"mode": "legacy", "protocol_version": MODERN}, "not a handshake"),
-                           ({"protocol_version": "2031-01-01"}, "not a revision")):
+                           ({"protocol_version": "2031-01-01"}, "neither a handshake")):
         with pytest.raises(ValueError, match=words):
             await client.connect(**options)
     result = await client.connect(protocol_version=MODERN)
@@ -141,7 +141,7 @@ def fake_client(handler) -> AsyncClient:
 @pytest.mark.feature("CLI-02", "CLI-04")
 async def test_auto_mode_falls_back_to_initialize_and_modern_mode_refuses():
     client = fake_client(legacy_only_server)
-    result = await client.connect()
+    result = await client.connect(mode="auto")
     assert not client.is_modern and result["protocolVersion"] == "2025-11-25"
     assert client.server_implementation == {"name": "old", "version": "1"}
     assert (await client.list_tools()).items == []
@@ -170,7 +170,7 @@ async def test_tools_with_invalid_x_mcp_header_declarations_are_left_out(caplog)
         return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "result": result})
 
     client = fake_client(handler)
-    await client.connect()
+    await client.connect(mode="modern")
     with caplog.at_level(logging.WARNING, logger="mcp_client"):
         assert [tool.name for tool in await client.tools()] == ["good"]
     assert "leaving out tool 'bad'" in caplog.text

@@ -15,7 +15,7 @@ from mcp_client import AsyncClient, ClientError, InputRequiredError, ServerError
 from mcp_server import Configuration
 from mcp_server.http import StreamableHTTPTransport
 
-from .client_support import CheckedHTTPTransport, our_stdio
+from .client_support import CheckedHTTPTransport, our_stdio, script_stdio
 from .modern_support import MODERN
 from .test_modern_http import build_server, short_lived_connections  # noqa: F401
 
@@ -196,4 +196,27 @@ async def test_over_stdio_the_modern_lifecycle_is_adopted(mode):
     assert "echo" in {tool.name for tool in await client.tools()}
     assert transport.wire.sent[0]["method"] == "server/discover"
     assert all(message["params"]["_meta"][ENVELOPE_VERSION] == MODERN for message in transport.wire.sent)
+    await client.close()
+
+
+SILENT_ON_DISCOVER = r"""
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "serverInfo": {"name": "silent", "version": "1"}}}), flush=True)
+"""
+
+
+@pytest.mark.feature("CLI-02", "CSTDIO-03")
+async def test_a_stdio_server_silent_on_discover_gets_the_handshake_after_the_bound():
+    transport = script_stdio(SILENT_ON_DISCOVER)
+    client = AsyncClient(transport)
+    client.discover_timeout = 0.5  # the 5 s default, shortened for the test
+    result = await client.connect(mode="auto")
+    assert not client.is_modern and result["serverInfo"]["name"] == "silent"
+    assert [message["method"] for message in transport.wire.sent] == [
+        "server/discover", "initialize", "notifications/initialized"]
     await client.close()

@@ -11,7 +11,7 @@ import logging
 import httpx
 import pytest
 
-from mcp_client import AsyncClient, ClientError, InputRequiredError, ServerError
+from mcp_client import AsyncClient, Client, ClientError, InputRequiredError, ServerError
 from mcp_server import Configuration
 from mcp_server.http import StreamableHTTPTransport
 
@@ -19,7 +19,6 @@ from .client_support import CheckedHTTPTransport, our_stdio, script_stdio
 from .modern_support import MODERN
 from .test_modern_http import build_server, short_lived_connections  # noqa: F401
 
-pytestmark = pytest.mark.asyncio
 ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion"
 
 
@@ -130,12 +129,12 @@ def legacy_only_server(request: httpx.Request) -> httpx.Response:
     return httpx.Response(202)
 
 
-def fake_client(handler) -> AsyncClient:
+def fake_client(handler, cls=AsyncClient) -> AsyncClient:
     def factory() -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
-    return AsyncClient(CheckedHTTPTransport("http://127.0.0.1/mcp", http_client_factory=factory,
-                                            check_server=False))
+    return cls(CheckedHTTPTransport("http://127.0.0.1/mcp", http_client_factory=factory,
+                                    check_server=False))
 
 
 @pytest.mark.feature("CLI-02", "CLI-04")
@@ -151,28 +150,31 @@ async def test_auto_mode_falls_back_to_initialize_and_modern_mode_refuses():
     assert not client.connected
 
 
+BAD_HEADERS = {"type": "object", "properties": {"a": {"type": "object", "x-mcp-header": "A"}}}
+GOOD_HEADERS = {"type": "object", "properties": {"b": {"type": "string", "x-mcp-header": "B"}}}
+
+def modern_fake(request: httpx.Request) -> httpx.Response:
+    message = json.loads(request.content)
+    result: dict = {"resultType": "complete"}
+    if message["method"] == "server/discover":
+        result.update(supportedVersions=[MODERN], capabilities={"tools": {}},
+                      _meta={"io.modelcontextprotocol/serverInfo": {"name": "f", "version": "1"}})
+    elif message["params"].get("name") == "asks":
+        result.update(resultType="input_required", inputRequests={"r1": {
+            "method": "roots/list", "params": {}}})
+    elif message["method"] == "tools/list":
+        result["tools"] = [{"name": "bad", "inputSchema": BAD_HEADERS},
+                           {"name": "good", "inputSchema": GOOD_HEADERS}]
+    else:
+        assert request.headers["mcp-param-b"] == "=?base64?" + "w6k=" + "?="
+        result["content"] = [{"type": "text", "text": "ok"}]
+    return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+
+
 @pytest.mark.feature("CLI-14")
 async def test_tools_with_invalid_x_mcp_header_declarations_are_left_out(caplog):
-    bad = {"type": "object", "properties": {"a": {"type": "object", "x-mcp-header": "A"}}}
-    good = {"type": "object", "properties": {"b": {"type": "string", "x-mcp-header": "B"}}}
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        message = json.loads(request.content)
-        result: dict = {"resultType": "complete"}
-        if message["method"] == "server/discover":
-            result.update(supportedVersions=[MODERN], capabilities={"tools": {}},
-                          _meta={"io.modelcontextprotocol/serverInfo": {"name": "f", "version": "1"}})
-        elif message["params"].get("name") == "asks":
-            result.update(resultType="input_required", inputRequests={"r1": {
-                "method": "roots/list", "params": {}}})
-        elif message["method"] == "tools/list":
-            result["tools"] = [{"name": "bad", "inputSchema": bad}, {"name": "good", "inputSchema": good}]
-        else:
-            assert request.headers["mcp-param-b"] == "=?base64?" + "w6k=" + "?="
-            result["content"] = [{"type": "text", "text": "ok"}]
-        return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "result": result})
-
-    client = fake_client(handler)
+    client = fake_client(modern_fake)
     await client.connect(mode="modern")
     with caplog.at_level(logging.WARNING, logger="mcp_client"):
         assert [tool.name for tool in await client.tools()] == ["good"]
@@ -220,3 +222,19 @@ async def test_a_stdio_server_silent_on_discover_gets_the_handshake_after_the_bo
     assert [message["method"] for message in transport.wire.sent] == [
         "server/discover", "initialize", "notifications/initialized"]
     await client.close()
+
+
+@pytest.mark.feature("CLI-04", "CLI-08")
+def test_the_blocking_client_connects_in_either_mode():
+    client = fake_client(modern_fake, Client)
+    try:
+        assert client.connect(mode="modern")["serverInfo"] == {"name": "f", "version": "1"}
+        assert client.is_modern and client.protocol_version == MODERN
+    finally:
+        client.shutdown()
+    client = fake_client(legacy_only_server, Client)
+    try:
+        client.connect(mode="auto")
+        assert not client.is_modern and client.protocol_version == "2025-11-25"
+    finally:
+        client.shutdown()

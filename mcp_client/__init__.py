@@ -28,6 +28,7 @@ from .errors import (
     UnauthorizedError,
     ValidationError,
 )
+from .modern import InputRequiredError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -49,6 +50,7 @@ __all__ = [
     "HTTPTransport",
     "IDJAGTokenExchange",
     "InMemoryTokenStorage",
+    "InputRequiredError",
     "InsecureRedirectURI",
     "InsecureURL",
     "InvalidClientIDMetadataDocumentURL",

@@ -22,9 +22,12 @@ from mcp_protocol import jsonrpc, methods, versions
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND
 from mcp_protocol.json_schema import validation_errors
+from mcp_protocol.param_headers import header_paths
 
+from . import modern
 from .errors import (
     ClientError,
+    HTTPStatusError,
     NotConnectedError,
     PaginationLimitError,
     ServerError,
@@ -32,6 +35,7 @@ from .errors import (
     TransportError,
     ValidationError,
 )
+from .modern import InputRequiredError, mutual_version
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
@@ -39,6 +43,9 @@ logger = logging.getLogger("mcp_client")
 
 DEFAULT_CLIENT_INFO = {"name": "django-mcp-sdk-client", "version": "0.1.0"}
 LEGACY_MODE, MODERN_MODE, AUTO_MODE = "legacy", "modern", "auto"
+# How long auto mode waits for a server/discover answer before falling back to initialize: a
+# handshake-era stdio server may stay silent on a method it does not know.
+DISCOVER_TIMEOUT = 5.0
 
 
 class AsyncClient:
@@ -64,6 +71,9 @@ class AsyncClient:
         self._output_schemas: dict[str, dict] = {}
         self._last_heard = time.monotonic()
         self._background: set[asyncio.Task] = set()
+        # The 2026-07-28 ``_meta`` envelope every request carries; None in the handshake era.
+        self._envelope: dict | None = None
+        self.discover_timeout = DISCOVER_TIMEOUT
 
     # Connection ------------------------------------------------------------------------------
     @property
@@ -86,54 +96,115 @@ class AsyncClient:
     def server_implementation(self) -> dict | None:
         return (self.server_info or {}).get("serverInfo")
 
+    @property
+    def is_modern(self) -> bool:
+        """Whether the connection speaks the 2026-07-28 lifecycle (no handshake, no session)."""
+        return self._envelope is not None
+
     async def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
                       mode: str | None = None, client_info: dict | None = None) -> dict:
-        """The ``initialize`` handshake; a second call returns the first result.
+        """Connect; a second call returns the first result.
 
-        ``mode`` is ``"legacy"`` (always the handshake) or ``"auto"`` (the default; until the
-        2026-07-28 lifecycle is supported it is the handshake too). A custom transport whose
-        ``connect`` declares no ``mode`` gets ``connect()``, and an explicit ``mode`` raises.
+        ``mode="auto"`` probes ``server/discover`` (bounded by ``discover_timeout``, 5 s) and
+        adopts the 2026-07-28 lifecycle when both sides speak a modern revision, else falls back
+        to the ``initialize`` handshake; ``"modern"`` is discover only (an error when the server
+        has no mutual modern revision); ``"legacy"`` is the handshake with no probe. Without a
+        mode the handshake is used, for now. A pinned ``protocol_version`` picks its era. A
+        custom transport whose ``connect`` declares no ``mode`` gets ``connect()`` and the
+        handshake, and an explicit ``mode`` raises. The result is the ``initialize`` result, or
+        the discover result in its shape (``protocolVersion``, ``capabilities``, ``serverInfo``,
+        ``instructions``), so the readers answer the same in either era.
         """
         if self.connected:
             return self.server_info
-        if protocol_version is not None and not versions.is_handshake_version(protocol_version):
-            raise ValueError(
-                f"protocol_version {protocol_version!r} is not a handshake revision; the "
-                "2026-07-28 lifecycle is chosen with mode=, not through initialize"
-            )
-        if mode not in (None, LEGACY_MODE, AUTO_MODE):
-            raise ValueError(f"mode {mode!r} is not supported by this client yet; use 'legacy'")
+        mode = _mode(mode, protocol_version)
+        # What happens: a pinned handshake revision, no mode, or a transport that knows no mode
+        # (and so no modern era) gets the handshake; a pinned modern revision or mode= the rest.
+        pinned_legacy = versions.is_handshake_version(protocol_version)
+        effective = LEGACY_MODE if pinned_legacy else (mode or LEGACY_MODE)
         if isinstance(self._wire, RequestResponseTransport):
             if mode is not None and not self._wire.connect_takes_mode:
                 raise ValueError(f"mode={mode!r} needs a transport whose connect() takes mode=; "
                                  f"{type(self.transport).__name__}.connect() does not")
-            await self._wire.start(self._receive, self._fail, mode=LEGACY_MODE if mode else None)
+            await self._wire.start(self._receive, self._fail, mode=mode)
+            if mode is None:
+                effective = LEGACY_MODE
         else:
             await self._wire.start(self._receive, self._fail)
-        params = {
-            "protocolVersion": protocol_version or versions.LATEST_HANDSHAKE_VERSION,
-            "capabilities": self._capabilities(capabilities),
-            "clientInfo": client_info or self.client_info,
-        }
+        declared = self._capabilities(capabilities)
+        client_info = client_info or self.client_info
         try:
-            result = await self._request(methods.INITIALIZE, params)
-            if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
-                    and versions.is_handshake_version(result.get("protocolVersion"))):
-                raise ValidationError(f"the server's initialize result is not usable: {result!r}")
+            result = None
+            if effective != LEGACY_MODE:
+                result = await self._discover(effective, protocol_version, declared, client_info)
+            if result is None:
+                result = await self._initialize(protocol_version, declared, client_info)
         except BaseException:
             # Nothing half-open stays behind (a spawned process, an HTTP client): a later
             # connect() starts from scratch.
+            self._envelope = None
             with contextlib.suppress(Exception):
                 await self._wire.close()
             raise
         self.server_info = result
+        if self._envelope is None:
+            await self._notify(methods.NOTIFICATIONS_INITIALIZED)
+            if self._server_requests or self._notifications:
+                await self._listen()
+        return result
+
+    async def _initialize(self, protocol_version: str | None, declared: dict, client_info: dict) -> dict:
+        params = {"protocolVersion": protocol_version or versions.LATEST_HANDSHAKE_VERSION,
+                  "capabilities": declared, "clientInfo": client_info}
+        result = await self._request(methods.INITIALIZE, params)
+        if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
+                and versions.is_handshake_version(result.get("protocolVersion"))):
+            raise ValidationError(f"the server's initialize result is not usable: {result!r}")
         negotiated = getattr(self._wire, "negotiated", None)
         if negotiated is not None:
             negotiated(result["protocolVersion"])
-        await self._notify(methods.NOTIFICATIONS_INITIALIZED)
-        if self._server_requests or self._notifications:
-            await self._listen()
         return result
+
+    async def _discover(self, mode: str, pinned: str | None, declared: dict,
+                        client_info: dict) -> dict | None:
+        """The modern connection from ``server/discover``; None (auto mode) when the server
+        does not answer it or speaks no modern revision we do, so the handshake follows."""
+        wanted = pinned if versions.is_modern_version(pinned) else None
+        probe_version = wanted or versions.MODERN_VERSIONS[0]
+        self._envelope = modern.envelope(probe_version, declared, client_info)
+        adopt = getattr(self._wire, "adopt_modern", None)
+        if adopt is not None:
+            adopt(probe_version)
+        try:
+            if mode == AUTO_MODE:
+                discovered = await asyncio.wait_for(
+                    self._request(methods.SERVER_DISCOVER, None), self.discover_timeout)
+            else:
+                discovered = await self._request(methods.SERVER_DISCOVER, None)
+        except (ServerError, HTTPStatusError, TimeoutError) as exc:
+            self._leave_modern()
+            if mode == MODERN_MODE:
+                raise ClientError(f"the server does not speak the 2026-07-28 lifecycle: "
+                                  f"server/discover failed ({exc})") from exc
+            logger.info("server/discover failed (%s): connecting with initialize", exc)
+            return None
+        version = mutual_version(discovered, wanted) if isinstance(discovered, dict) else None
+        if version is None:
+            self._leave_modern()
+            if mode == MODERN_MODE:
+                raise ClientError(f"the server supports none of the client's modern revisions "
+                                  f"({wanted or ', '.join(versions.MODERN_VERSIONS)}): {discovered!r}")
+            return None
+        self._envelope = modern.envelope(version, declared, client_info)
+        if adopt is not None:
+            adopt(version)
+        return modern.connection_info(discovered, version)
+
+    def _leave_modern(self) -> None:
+        self._envelope = None
+        leave = getattr(self._wire, "adopt_modern", None)
+        if leave is not None:
+            leave(None)
 
     async def _listen(self) -> None:
         """Open the transport's stream for what the server sends on no request's stream:
@@ -156,6 +227,7 @@ class AsyncClient:
         """Close the transport; a later ``connect()`` starts over. An error of the transport's
         close (a DELETE the server refused) is raised after the local state is cleared."""
         self.server_info = None
+        self._envelope = None
         self._output_schemas.clear()
         try:
             await self._wire.close()
@@ -241,12 +313,31 @@ class AsyncClient:
     async def list_tools(self, cursor: str | None = None, *, meta: dict | None = None,
                          cancellation: Cancellation | None = None) -> Page:
         page = await self._page(methods.TOOLS_LIST, "tools", Tool.from_wire, cursor, meta, cancellation)
+        if self.is_modern:
+            page.items[:] = self._with_valid_param_headers(page.items)
         for tool in page.items:
             if tool.output_schema is not None:
                 self._output_schemas[tool.name] = tool.output_schema
             else:
                 self._output_schemas.pop(tool.name, None)
         return page
+
+    def _with_valid_param_headers(self, tools: list[Tool]) -> list[Tool]:
+        """The tools whose ``x-mcp-header`` declarations are valid; the others cannot be called
+        correctly over HTTP, so they are left out with a warning (SEP-2243)."""
+        known = getattr(self._wire, "tool_param_headers", None)
+        kept = []
+        for tool in tools:
+            try:
+                paths = header_paths(tool.input_schema if isinstance(tool.input_schema, dict) else {})
+            except ValueError as exc:
+                logger.warning("leaving out tool %r: its x-mcp-header declarations are invalid (%s)",
+                               tool.name, exc)
+                continue
+            if known is not None:
+                known[tool.name] = paths
+            kept.append(tool)
+        return kept
 
     async def tools(self, *, meta: dict | None = None,
                     cancellation: Cancellation | None = None) -> list[Tool]:
@@ -413,6 +504,8 @@ class AsyncClient:
             cancellation.raise_if_cancelled()
         request_id = str(uuid.uuid4())
         params = _with_meta(params, meta)
+        if self._envelope is not None:
+            params = modern.enveloped(params, self._envelope)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         sent = asyncio.Event()
@@ -439,7 +532,11 @@ class AsyncClient:
                               error.get("data"))
         if "result" not in message:
             raise ValidationError(f"the response to {method} has no result: {message!r}")
-        return message["result"]
+        result = message["result"]
+        if self._envelope is not None and isinstance(result, dict) \
+                and result.get("resultType") == "input_required":
+            raise InputRequiredError(method, result)
+        return result
 
     async def _send_request(self, message: dict, answer: asyncio.Future, on_sent: Callable[[], None]) -> None:
         try:
@@ -577,6 +674,26 @@ class AsyncClient:
             await self._wire.send(response)
         except ClientError:
             logger.exception("could not answer the server's %s request", method)
+
+
+def _mode(mode: str | None, protocol_version: str | None) -> str | None:
+    """The connection mode asked for, checked against a pinned revision."""
+    if mode not in (None, LEGACY_MODE, MODERN_MODE, AUTO_MODE):
+        raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
+    if protocol_version is None:
+        return mode
+    if versions.is_handshake_version(protocol_version):
+        if mode == MODERN_MODE:
+            raise ValueError(f"protocol_version {protocol_version!r} is a handshake revision; "
+                             "mode='modern' needs a 2026-07-28 one")
+        return mode
+    if versions.is_modern_version(protocol_version):
+        if mode == LEGACY_MODE:
+            raise ValueError(f"protocol_version {protocol_version!r} is not a handshake revision; "
+                             "mode='legacy' needs one")
+        return MODERN_MODE
+    raise ValueError(f"protocol_version {protocol_version!r} is neither a handshake nor a 2026-07-28 "
+                     f"revision this client speaks ({', '.join(versions.STABLE_VERSIONS)})")
 
 
 def _failed(task: asyncio.Task) -> bool:

@@ -26,7 +26,7 @@ _ON_LOOP = (
 )
 _PROPERTIES = (
     "connected", "protocol_version", "server_capabilities", "instructions",
-    "server_implementation", "server_info", "transport", "max_pages",
+    "server_implementation", "server_info", "transport", "max_pages", "is_modern",
 )
 
 

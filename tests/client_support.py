@@ -79,6 +79,10 @@ class WireCheck:
         if method == "initialize":
             requested = (message.get("params") or {}).get("protocolVersion")
             self.revision = requested if requested in REVISIONS else LATEST
+        enveloped = ((message.get("params") or {}).get("_meta") or {}).get(
+            "io.modelcontextprotocol/protocolVersion") if method is not None else None
+        if enveloped in REVISIONS:  # a 2026-07-28 request names its revision itself
+            self.revision = enveloped
         answered = None
         if method is not None and "id" in message:
             self._client_requests[message["id"]] = method

@@ -324,7 +324,7 @@ async def test_a_version_that_is_no_handshake_revision_raises_before_anything_is
     transport = InProcessTransport(core_server())
     client = AsyncClient(transport)
     with pytest.raises(ValueError, match="handshake"):
-        await client.connect(protocol_version=version)
+        await client.connect(protocol_version=version, mode="legacy")
     assert transport.wire.sent == [] and transport.starts == 0
 
 

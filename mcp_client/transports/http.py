@@ -21,6 +21,7 @@ from ..errors import (
     UnauthorizedError,
     UnprocessableError,
 )
+from ..modern import header_value, request_headers
 from .base import Deliver, Fail, OnSent
 from .sse import SSEParser
 
@@ -34,6 +35,7 @@ DEFAULT_RETRY_MS = 1000
 MIN_RETRY_MS = 100
 MAX_RESUME_ATTEMPTS = 2
 LISTEN_READ_TIMEOUT = 300.0
+_ABSENT = object()
 STATUS_ERRORS = {400: BadRequestError, 401: UnauthorizedError, 403: ForbiddenError,
                  404: NotFoundError, 422: UnprocessableError}
 
@@ -78,6 +80,9 @@ class HTTPTransport:
         self.http_client_factory = http_client_factory
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.modern_version: str | None = None
+        # Tool name -> x-mcp-header name -> argument path, filled in by AsyncClient.list_tools.
+        self.tool_param_headers: dict[str, dict[str, tuple[str, ...]]] = {}
         self._http: httpx.AsyncClient | None = None
         self._deliver: Deliver | None = None
         self._fail: Fail | None = None
@@ -100,6 +105,28 @@ class HTTPTransport:
     def negotiated(self, protocol_version: str) -> None:
         self.protocol_version = protocol_version
 
+    def adopt_modern(self, version: str | None) -> None:
+        """Speak the 2026-07-28 revision ``version`` (None: back to the handshake era): no
+        session, and every POST carries the standard headers of its message (SEP-2243)."""
+        self.modern_version = version
+        self.protocol_version = version
+
+    def param_headers(self, message: dict) -> dict[str, str]:
+        """``Mcp-Param-{Name}`` for each ``tools/call`` argument whose input-schema property
+        declares ``x-mcp-header``, as far as ``list_tools`` has shown the tool."""
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        if message.get("method") != methods.TOOLS_CALL or not isinstance(params.get("name"), str):
+            return {}
+        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+        headers = {}
+        for name, path in self.tool_param_headers.get(params["name"], {}).items():
+            value: Any = arguments
+            for key in path:
+                value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
+            if value is not _ABSENT and value is not None:  # an absent argument has no header
+                headers[f"mcp-param-{name}"] = header_value(value)
+        return headers
+
     async def close(self) -> None:
         """DELETE the session (404 and 405 count as done), then forget it."""
         for task in list(self._tasks):
@@ -120,6 +147,7 @@ class HTTPTransport:
         finally:
             self.session_id = None
             self.protocol_version = None
+            self.modern_version = None
             if self._http is not None:
                 await self._http.aclose()
                 self._http = None
@@ -137,6 +165,9 @@ class HTTPTransport:
         if self._http is None:
             raise NotConnectedError("call connect() before sending")
         headers = {**self._headers(), "content-type": "application/json"}
+        if self.modern_version is not None:
+            headers.update(request_headers(message, self.modern_version))
+            headers.update(self.param_headers(message))
         handed_off = False
 
         async def trace(event: str, info: dict) -> None:
@@ -176,6 +207,12 @@ class HTTPTransport:
             return
         if status >= 400:
             body = (await self._read_capped(response)).decode("utf-8", "replace")
+            answer = _answer_to(message, body) if self.modern_version is not None else None
+            if answer is not None:
+                # A modern server answers a request it refuses with a status and a JSON-RPC
+                # error for it: the caller gets that error, code and all.
+                await self._deliver(answer)
+                return
             raise self._status_error(response, body)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
@@ -318,6 +355,20 @@ class HTTPTransport:
 
     def __repr__(self) -> str:
         return f"<HTTPTransport {self.url}>"
+
+
+def _answer_to(message: dict, body: str) -> dict | None:
+    """The JSON-RPC error answering ``message`` in an HTTP error body, if that is what it is."""
+    if "id" not in message or "method" not in message:
+        return None
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict) \
+            and payload.get("id") == message["id"]:
+        return payload
+    return None
 
 
 def _error_message(body: str) -> str:

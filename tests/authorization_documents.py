@@ -44,11 +44,15 @@ class DocumentServer:
         self.cert_path, key_path = self_signed(directory)
         self.documents: dict[str, tuple[int, dict[str, str], bytes]] = {}
         self.hits: dict[str, int] = {}
+        # A path held here gets no answer until its event is set (a server that does not answer).
+        self.held: dict[str, threading.Event] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 server.hits[self.path] = server.hits.get(self.path, 0) + 1
+                if self.path in server.held:
+                    server.held[self.path].wait(60)
                 status, headers, body = server.documents.get(self.path, (404, {}, b"not found"))
                 self.send_response(status)
                 for name, value in headers.items():
@@ -76,5 +80,7 @@ class DocumentServer:
         return self.base + path
 
     def close(self) -> None:
+        for event in self.held.values():
+            event.set()
         self.httpd.shutdown()
         self.httpd.server_close()

@@ -159,6 +159,24 @@ async def test_an_active_introspected_token_is_accepted_and_its_answer_kept_for_
 
 
 @pytest.mark.asyncio
+async def test_the_introspection_cache_keeps_at_most_cache_size_answers(issuer):
+    tokens = [f"opaque-many-{number}" for number in range(5)]
+    for token in tokens:
+        issuer.answers[token] = active()
+    with resource_server_from(introspection_settings(issuer, CACHE_SIZE=2)) as resource_server:
+        app = stateless_app(resource_server, build_server())
+        introspection = resource_server.authenticators[0]
+        for number, token in enumerate(tokens):
+            reply = await post(app, modern_request("tools/list", number), bearer(token))
+            assert reply.status == 200
+            assert len(introspection._cache) <= 2
+        # The first token's answer was dropped to make room: asking again introspects again.
+        before = issuer.introspections
+        assert (await post(app, modern_request("tools/list", 9), bearer(tokens[0]))).status == 200
+        assert issuer.introspections == before + 1
+
+
+@pytest.mark.asyncio
 async def test_revoked_expired_and_foreign_introspected_tokens_are_refused(issuer):
     issuer.answers["opaque-revoked"] = {"active": False}
     issuer.answers["opaque-expired"] = active(exp=int(time.time()) - 10)

@@ -441,3 +441,22 @@ def test_prune_deletes_abandoned_registrations_only(client, user):
     assert set(Application.objects.values_list("client_id", flat=True)) == {used, fresh}
     call_command("mcp_prune_oauth_clients", "--age", "0")
     assert set(Application.objects.values_list("client_id", flat=True)) == {used}
+
+
+def test_prune_uses_the_abandoned_client_age_setting(client, settings):
+    two_hours_old = register(client)["client_id"]
+    new = register(client)["client_id"]
+    Application.objects.filter(client_id=two_hours_old).update(created=timezone.now() - timedelta(hours=2))
+    call_command("mcp_prune_oauth_clients")  # the default age is a week: both stay
+    assert set(Application.objects.values_list("client_id", flat=True)) >= {two_hours_old, new}
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {"ABANDONED_CLIENT_AGE": 3600}}
+    call_command("mcp_prune_oauth_clients")
+    remaining = set(Application.objects.values_list("client_id", flat=True))
+    assert new in remaining and two_hours_old not in remaining
+
+
+def test_the_login_url_setting_names_where_a_person_logs_in(client, settings):
+    client_id = register(client)["client_id"]
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {"LOGIN_URL": "/people/sign-in/"}}
+    anonymous = client.get(authorize_query(client_id, PKCE.new()))
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/people/sign-in/?next=")

@@ -5,6 +5,9 @@ are, before any connection; bad documents, redirects and oversized bodies are re
 
 from __future__ import annotations
 
+import threading
+
+import httpx
 import pytest
 from django.contrib.auth.models import User
 from oauth2_provider.cimd import CIMDError
@@ -99,3 +102,43 @@ def test_bad_documents_are_refused(documents, loopback_allowed, path, document, 
     documents.publish(path, body, status=status, headers=headers)
     with pytest.raises(CIMDError, match=reason):
         MetadataFetcher().fetch(url)
+
+
+def test_the_document_size_bound_is_a_setting(documents, settings):
+    conf = {"CIMD_ALLOW_LOOPBACK": True, "CIMD_CA_BUNDLE": str(documents.cert_path)}
+    padded = documents.base + "/size/padded.json"
+    documents.publish("/size/padded.json", client_document(padded, padding="x" * 10_000))
+    settings.MCP_SERVER = {**settings.MCP_SERVER,
+                           "AUTHORIZATION_SERVER": {**conf, "CIMD_MAX_DOCUMENT_BYTES": 20_000}}
+    document, _max_age = MetadataFetcher().fetch(padded)
+    assert document["client_id"] == padded
+
+    plain = documents.base + "/size/plain.json"
+    documents.publish("/size/plain.json", client_document(plain))
+    settings.MCP_SERVER = {**settings.MCP_SERVER,
+                           "AUTHORIZATION_SERVER": {**conf, "CIMD_MAX_DOCUMENT_BYTES": 100}}
+    with pytest.raises(CIMDError, match="larger than 100 bytes"):
+        MetadataFetcher().fetch(plain)
+
+
+def test_a_document_server_that_does_not_answer_is_given_up_after_the_fetch_timeout(documents, settings,
+                                                                                     monkeypatch):
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {
+        "CIMD_ALLOW_LOOPBACK": True, "CIMD_CA_BUNDLE": str(documents.cert_path), "CIMD_FETCH_TIMEOUT": 0.5}}
+    url = documents.publish("/slow/client.json", client_document(documents.base + "/slow/client.json"))
+    documents.held["/slow/client.json"] = threading.Event()
+    timeouts = []
+    real_client = httpx.Client
+
+    def recording_client(*args, **kwargs):
+        timeouts.append(kwargs["timeout"])
+        return real_client(*args, **kwargs)
+
+    monkeypatch.setattr(httpx, "Client", recording_client)
+    try:
+        with pytest.raises(CIMDError, match=r"could not be fetched.*Timeout"):
+            MetadataFetcher().fetch(url)
+    finally:
+        documents.held.pop("/slow/client.json").set()
+    assert documents.hits["/slow/client.json"] == 1
+    assert timeouts and all(0 < timeout <= 0.5 for timeout in timeouts)

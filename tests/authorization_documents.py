@@ -53,6 +53,8 @@ class DocumentServer:
                 server.hits[self.path] = server.hits.get(self.path, 0) + 1
                 if self.path in server.held:
                     server.held[self.path].wait(60)
+                    self.close_connection = True
+                    return  # the client has given up by now: answering would only hit a closed socket
                 status, headers, body = server.documents.get(self.path, (404, {}, b"not found"))
                 self.send_response(status)
                 for name, value in headers.items():

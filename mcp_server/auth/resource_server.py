@@ -23,6 +23,7 @@ from ..http.errors import HTTPError
 from ..invoke import call_user_code
 from ..primitives.base import check_scope
 from .base import AuthenticationFailed, AuthenticationUnavailable, BaseAuthentication, Principal
+from .resource_uri import request_uri
 
 if TYPE_CHECKING:
     from ..http.checks import Request
@@ -128,10 +129,7 @@ class ResourceServer:
     # Protected Resource Metadata (RFC 9728) ---------------------------------------------------
     def resource_of(self, request: Request) -> str:
         """The canonical URI of the endpoint: the setting, else this request's origin and path."""
-        if self.resource:
-            return self.resource
-        host = request.header("host") or "localhost"
-        return f"{request.scheme}://{host}{request.path}"
+        return self.resource or request_uri(request)
 
     def metadata_url(self, request: Request) -> str:
         return metadata_url_of(self.resource_of(request))

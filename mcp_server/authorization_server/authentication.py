@@ -11,45 +11,21 @@ them) and accepts one that exists (revoked ones are deleted), has not expired, a
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from oauth2_provider.models import get_access_token_model
 from oauth2_provider.settings import oauth2_settings
 
 from ..auth.base import AuthenticationFailed, BaseAuthentication, Principal
+from ..auth.resource_uri import canonical, request_uri
 from ..settings import mcp_settings
 from .tokens import digest
 
 if TYPE_CHECKING:
     from ..http.checks import Request
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def canonical(uri: str) -> str:
-    """A resource URI for comparison: scheme and host in lower case, no default port, no
-    trailing slash (RFC 8707 / the MCP spec's canonical server URI)."""
-    parts = urlsplit(uri.strip())
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        return uri
-    netloc = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
-    path = parts.path.rstrip("/")
-    return f"{scheme}://{netloc}{path}" + (f"?{parts.query}" if parts.query else "")
-
-
 def endpoint_resource(request: Request) -> str:
     """This endpoint's canonical URI: the configured RESOURCE, else where the request came to."""
-    configured = mcp_settings.AUTHORIZATION_SERVER["RESOURCE"]
-    if configured:
-        return canonical(configured)
-    host = request.header("host") or ""
-    return canonical(f"{request.scheme}://{host}{request.path}")
+    return canonical(mcp_settings.AUTHORIZATION_SERVER["RESOURCE"] or request_uri(request))
 
 
 class LocalTokenAuthentication(BaseAuthentication):

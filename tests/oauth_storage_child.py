@@ -1,4 +1,5 @@
-"""A process of a deployment sharing the database token storage (tests/test_client_oauth_storage_processes.py).
+"""A process of a deployment sharing the database token storage
+(tests/test_client_oauth_storage_processes.py).
 
 ``python -m tests.oauth_storage_child KEY MCP_URL``: sets Django up on the test database (from the
 environment), says ``ready``, waits for a line on stdin, then connects to the MCP server with an
@@ -16,7 +17,7 @@ import sys
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -31,8 +32,9 @@ def no_user(*args: object) -> None:
 
 async def main(key: str, url: str) -> dict:
     storage = DatabaseTokenStorage(key)
-    provider = Provider(client_metadata={"client_name": "tests", "redirect_uris": ["http://127.0.0.1:8765/cb"]},
-                        redirect_handler=no_user, callback_handler=no_user, storage=storage)
+    metadata = {"client_name": "tests", "redirect_uris": ["http://127.0.0.1:8765/cb"]}
+    provider = Provider(client_metadata=metadata, redirect_handler=no_user, callback_handler=no_user,
+                        storage=storage)
     transport = CheckedHTTPTransport(url, oauth=provider)
     async with AsyncClient(transport) as client:
         await client.connect()

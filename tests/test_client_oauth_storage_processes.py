@@ -61,8 +61,8 @@ def test_two_processes_refresh_at_once_and_one_refresh_reaches_the_authorization
     # What an earlier process left: a registration and tokens the MCP server no longer takes.
     world.refresh["rt-old"] = ""
     storage = DatabaseTokenStorage(KEY)
-    asyncio.run(storage.save_client_information({"client_id": "client-0", "token_endpoint_auth_method": "none",
-                                                 "issuer": world.issuer}))
+    asyncio.run(storage.save_client_information({"client_id": "client-0", "issuer": world.issuer,
+                                                 "token_endpoint_auth_method": "none"}))
     asyncio.run(storage.save_tokens({"access_token": "at-old", "refresh_token": "rt-old",
                                      "token_type": "Bearer", "issuer": world.issuer,
                                      "expires_at": time.time() + 3600}))
@@ -84,7 +84,8 @@ def test_two_processes_refresh_at_once_and_one_refresh_reaches_the_authorization
             process.stdin.flush()
 
         def refreshes() -> list[Hit]:
-            return [h for h in world.server.of("POST", "/token") if h.form.get("grant_type") == "refresh_token"]
+            return [h for h in world.server.of("POST", "/token")
+                    if h.form.get("grant_type") == "refresh_token"]
 
         # One refresh is at the authorization server (held there) while the other process waits on
         # the row lock: without the lock it would have sent the same refresh token too.

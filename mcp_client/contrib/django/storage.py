@@ -26,8 +26,8 @@ from .models import OAuthCredential
 
 T = TypeVar("T")
 # The row locks the running task holds, by storage: its reads and writes go through them.
-_HELD: contextvars.ContextVar[dict[int, _RowLock]] = contextvars.ContextVar("mcp_client_row_locks",
-                                                                            default={})
+_HELD: contextvars.ContextVar[dict[int, _RowLock] | None] = contextvars.ContextVar("mcp_client_row_locks",
+                                                                                   default=None)
 KEY_LENGTH = OAuthCredential._meta.get_field("key").max_length
 
 
@@ -58,7 +58,7 @@ class DatabaseTokenStorage(TokenStorage):
 
     @asynccontextmanager
     async def locked(self) -> AsyncIterator[None]:
-        held = _HELD.get()
+        held = _HELD.get() or {}
         if id(self) in held:  # already ours: the flow's steps nest
             yield
             return
@@ -73,7 +73,7 @@ class DatabaseTokenStorage(TokenStorage):
 
     # On worker threads -------------------------------------------------------------------------
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
-        lock = _HELD.get().get(id(self))
+        lock = (_HELD.get() or {}).get(id(self))
         if lock is not None:
             return await lock.run(function, *args)
         return await asyncio.to_thread(_with_connection, function, *args)

@@ -93,7 +93,7 @@ def token_file(tmp_path, demo) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.mark.feature("OAUTH-14", "OAUTH-17")
+@pytest.mark.feature("OAUTH-14", "OAUTH-17", "CHTTP-01")
 def test_oauth_opens_the_browser_keeps_the_tokens_in_a_0600_file_and_the_next_run_reuses_them(
         demo, person, monkeypatch, tmp_path):
     opened: list[str] = []

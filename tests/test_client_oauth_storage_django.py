@@ -97,7 +97,8 @@ def test_keys_rotate_the_first_encrypts_every_one_decrypts(keys):
     ({"OAUTH_ENCRYPTION_KEYS": []}, r"OAUTH_ENCRYPTION_KEYS'\] is empty.*Fernet.generate_key"),
     ({"OAUTH_ENCRYPTION_KEYS": "one-key"}, r"must be a list of Fernet keys, not str"),
     ({"OAUTH_ENCRYPTION_KEYS": [OLD, "short"]}, r"OAUTH_ENCRYPTION_KEYS'\]\[1\] is not a Fernet key"),
-    ({"ENCRYPTION_KEYS": [OLD]}, r"unknown MCP_CLIENT settings: ENCRYPTION_KEYS"),
+    ({"ENCRYPTION_KEYS": [OLD]},
+     r"MCP_CLIENT has no setting 'ENCRYPTION_KEYS' \(a typo\?\); it has OAUTH_ENCRYPTION_KEYS"),
     ([OLD], r"MCP_CLIENT must be a dict, not list"),
 ])
 def test_settings_that_cannot_work_are_improperly_configured(settings, value, message):

@@ -55,7 +55,7 @@ def waiting_on_a_lock() -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-@pytest.mark.feature("OAUTH-18", "OAUTH-23")
+@pytest.mark.feature("OAUTH-18", "OAUTH-23", "CHTTP-07")
 def test_two_processes_refresh_at_once_and_one_refresh_reaches_the_authorization_server(world):
     require(connection.vendor == "postgresql", "DATABASE_URL does not point at PostgreSQL")
     # What an earlier process left: a registration and tokens the MCP server no longer takes.

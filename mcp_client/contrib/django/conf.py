@@ -24,8 +24,8 @@ def client_settings() -> dict[str, Any]:
     user = getattr(settings, "MCP_CLIENT", None) or {}
     if not isinstance(user, dict):
         raise ImproperlyConfigured(f"MCP_CLIENT must be a dict, not {type(user).__name__}")
-    unknown = set(user) - set(DEFAULTS)
-    if unknown:
-        raise ImproperlyConfigured(f"unknown MCP_CLIENT settings: {', '.join(sorted(unknown))}; "
-                                   f"the known ones are {', '.join(DEFAULTS)}")
+    for name in sorted(user):
+        if name not in DEFAULTS:
+            raise ImproperlyConfigured(f"MCP_CLIENT has no setting {name!r} (a typo?); it has "
+                                       + ", ".join(DEFAULTS))
     return {**DEFAULTS, **user}

@@ -9,6 +9,8 @@ SERVER is a URL (Streamable HTTP) or a command line that starts a stdio server, 
 
 Without a command it shows the server and lists its tools, prompts and resources. A tool's
 progress is drawn as a bar on stderr; ``--log-level info`` shows the server's log messages there.
+``--oauth`` authorizes with OAuth 2.1 in a browser and keeps the tokens for the next command
+(``mcp_client.cli_oauth``).
 When the server asks the user something (elicitation) the questions are asked on the terminal;
 with no terminal the request is declined.
 """
@@ -32,9 +34,13 @@ CELL_WIDTH = 60
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
-def transport_for(server: str, read_timeout: float | None) -> Any:
-    if server.startswith(("http://", "https://")):
-        return HTTPTransport(server, timeout=read_timeout or 30.0)
+def is_url(server: str) -> bool:
+    return server.startswith(("http://", "https://"))
+
+
+def transport_for(server: str, read_timeout: float | None, oauth: Any = None) -> Any:
+    if is_url(server):
+        return HTTPTransport(server, timeout=read_timeout or 30.0, oauth=oauth)
     words = shlex.split(server)
     if not words:
         raise SystemExit("SERVER is empty: give a URL or a command line")
@@ -203,11 +209,30 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a silent server")
     parser.add_argument("--log-level", choices=LOG_LEVELS,
                         help="show the server's log messages from this level up")
-    options = parser.parse_args(argv)
+    parser.add_argument("--oauth", action="store_true",
+                        help="authorize with OAuth 2.1 in a browser; the tokens are kept (mode 0600) in "
+                             "$XDG_CONFIG_HOME/django-mcp-sdk/oauth/ for the next command")
+    parser.add_argument("--no-browser", action="store_true",
+                        help="with --oauth: print the authorization URL without opening a browser")
+    options = parser.parse_intermixed_args(argv)  # URL --oauth call add a=1: flags anywhere
+    if options.oauth and not is_url(options.server):
+        err.write("error: --oauth needs the server's http(s) URL\n")
+        return 2
+    if options.no_browser and not options.oauth:
+        err.write("error: --no-browser goes with --oauth\n")
+        return 2
+    listener = None
     try:
-        client = Client(transport_for(options.server, options.timeout))
-    except ModuleNotFoundError as exc:  # HTTP without httpx
+        oauth = None
+        if options.oauth:
+            from .cli_oauth import person_provider  # needs httpx, as HTTP does
+
+            oauth, listener = person_provider(options.server, open_browser=not options.no_browser, err=err)
+        client = Client(transport_for(options.server, options.timeout, oauth))
+    except (ModuleNotFoundError, ClientError) as exc:  # HTTP without httpx; an insecure URL
         err.write(f"error: {exc}\n")
+        if listener is not None:
+            listener.close()
         return 1
     if ask is None and sys.stdin.isatty():
         ask = input
@@ -230,6 +255,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
             client.shutdown()
         except ClientError as exc:
             err.write(f"warning: {exc}\n")
+        if listener is not None:
+            listener.close()
 
 
 def run(client: Client, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -119,6 +119,7 @@ class ConsentAgent:
     password: str = PASSWORD
     approving: bool = True
     opened: list[str] = field(default_factory=list)  # the authorization URLs, in order
+    redirect_prefix: str = REDIRECT_URI  # what the redirect back must start with
 
     def __post_init__(self) -> None:
         self.http = httpx.Client(timeout=PATIENCE)
@@ -128,6 +129,11 @@ class ConsentAgent:
 
     def authorize(self, url: str) -> dict[str, str]:
         """Open ``url`` (logging in when sent to), approve: the redirect's query parameters."""
+        location = self.approve(url)
+        return {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
+
+    def approve(self, url: str) -> str:
+        """Open ``url`` (logging in when sent to), approve: where the browser is sent back to."""
         self.opened.append(url)
         if not self.approving:
             raise ConsentRefused(f"the user did not approve {url}")
@@ -141,8 +147,8 @@ class ConsentAgent:
         answer = self.http.post(url, data={**fields, "allow": "Approve"})
         assert answer.status_code == 302, answer.text
         location = answer.headers["location"]
-        assert location.startswith(REDIRECT_URI), location
-        return {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
+        assert location.startswith(self.redirect_prefix), location
+        return location
 
     def _log_in(self, login_url: str) -> None:
         assert urlsplit(login_url).path == "/accounts/login/", login_url

@@ -19,3 +19,9 @@ MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": False}
 
 # DRF's TokenAuthentication, accepted as it is by the endpoint (tests/test_auth_resource_server.py).
 INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]  # noqa: F405
+
+# The client's database token storage (mcp_client.contrib.django), with fixed test keys: the first
+# encrypts, both decrypt.
+INSTALLED_APPS = [*INSTALLED_APPS, "mcp_client.contrib.django"]
+MCP_CLIENT = {"OAUTH_ENCRYPTION_KEYS": ["ONnMDKb3cqZyXIjrgv8k3s0vDlmsMUmXGYi_fi3SmoY=",
+                                        "8pkh9I4itxyiWfhRYBfpBfmLltRs2n2xFhMZa7f7QrI="]}

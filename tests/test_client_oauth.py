@@ -3,7 +3,11 @@ selection, and what the providers refuse at construction. No network."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import os
 import re
+import stat
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -11,12 +15,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from mcp_client import (
     ClientCredentialsProvider,
+    FileTokenStorage,
     HTTPTransport,
     InMemoryTokenStorage,
     InsecureRedirectURI,
     InsecureURL,
     InvalidClientIDMetadataDocumentURL,
     InvalidCredentials,
+    OAuthError,
     Provider,
     UnregisteredRedirectURI,
 )
@@ -238,3 +244,32 @@ async def test_in_memory_storage_keeps_copies():
     assert (await storage.client_information())["client_id"] == "c"
     await storage.save_tokens(None)
     assert await storage.tokens() is None
+
+
+@pytest.mark.feature("OAUTH-23")
+async def test_file_storage_is_private_and_its_lock_is_exclusive_across_instances(tmp_path):
+    path = tmp_path / "config" / "server.json"
+    first, second = FileTokenStorage(path), FileTokenStorage(path)
+    assert await first.tokens() is None
+    await first.save_client_information({"client_id": "c"})
+    await first.save_tokens({"access_token": "a"})
+    assert await second.tokens() == {"access_token": "a"}
+    assert await second.client_information() == {"client_id": "c"}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    await second.save_tokens(None)
+    assert await first.tokens() is None and await first.client_information() == {"client_id": "c"}
+
+    # While one instance holds the lock, another descriptor (another process) cannot take it.
+    lock_path = path.with_name("server.json.lock")
+    async with first.locked():
+        descriptor = os.open(lock_path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(descriptor)
+    async with asyncio.timeout(30), second.locked():
+        assert stat.S_IMODE(lock_path.stat().st_mode) == 0o600
+    path.write_text("not json")
+    with pytest.raises(OAuthError, match=r"is not JSON .*delete it to authorize again"):
+        await second.tokens()

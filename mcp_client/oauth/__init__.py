@@ -22,6 +22,7 @@ from .errors import (
     TokenError,
     UnregisteredRedirectURI,
 )
+from .file_storage import FileTokenStorage
 from .flow import OAuthFlow
 from .provider import Provider
 from .storage import InMemoryTokenStorage, TokenStorage
@@ -35,6 +36,7 @@ __all__ = [
     "CrossAppAccessProvider",
     "Discovery",
     "DiscoveryError",
+    "FileTokenStorage",
     "IDJAGTokenExchange",
     "InMemoryTokenStorage",
     "InsecureRedirectURI",

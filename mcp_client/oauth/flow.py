@@ -96,9 +96,7 @@ class OAuthFlow(httpx.Auth):
         if response.status_code == 401:
             challenge = bearer_challenge(response.headers.get_list("www-authenticate"))
             async with self._locked():
-                current = await self.storage.tokens()
-                if _access(current) == sent or current is None:  # nobody renewed it meanwhile
-                    current = await self._renew(challenge)
+                current = await self._renew(challenge, sent)
             sent = self._authorize_request(request, current)
             response = yield request
             if response.status_code == 401:
@@ -108,9 +106,7 @@ class OAuthFlow(httpx.Auth):
             challenge = bearer_challenge(response.headers.get_list("www-authenticate"))
             if challenge is not None and challenge.error == "insufficient_scope":
                 async with self._locked():
-                    current = await self.storage.tokens()
-                    if _access(current) == sent:
-                        current = await self._step_up(challenge, current)
+                    current = await self._step_up(challenge, sent)
                 self._authorize_request(request, current)
                 yield request  # a second 403 goes back to the caller as it is
 
@@ -133,32 +129,48 @@ class OAuthFlow(httpx.Auth):
     async def _valid_tokens(self) -> dict | None:
         """The stored tokens; refreshed first when they have expired and can be."""
         tokens = await self.storage.tokens()
-        expires_at = (tokens or {}).get("expires_at")
-        if tokens and isinstance(expires_at, int | float) and expires_at - EXPIRY_MARGIN <= time.time() \
-                and tokens.get("refresh_token") and self._discovery is not None:
-            refreshed = await self._refresh(self._discovery, tokens)
-            if refreshed is not None:
-                return refreshed
+        if _expiring(tokens) and self._discovery is not None:
+            async with self.storage.locked():
+                tokens = await self.storage.tokens()  # another process may have refreshed them
+                if _expiring(tokens):
+                    refreshed = await self._refresh(self._discovery, tokens)
+                    if refreshed is not None:
+                        return refreshed
         return tokens
 
-    async def _renew(self, challenge: Challenge | None) -> dict:
-        """After a 401: discover, refresh if we can (OAUTH-18), else run the grant."""
-        discovery = await self._discover(challenge)
-        tokens = await self.storage.tokens()
-        if tokens and tokens.get("refresh_token"):
-            refreshed = await self._refresh(discovery, tokens)
-            if refreshed is not None:
-                return refreshed
+    async def _renew(self, challenge: Challenge | None, sent: str | None) -> dict:
+        """After a 401 to the token ``sent``: discover, refresh if we can (OAUTH-18), else run the
+        grant. Under the storage's lock up to the grant: tokens renewed meanwhile (by this process
+        or another sharing the storage) are used as they are, and a client is registered once."""
+        async with self.storage.locked():
+            current = await self.storage.tokens()
+            if current is not None and _access(current) != sent:
+                return current
+            discovery = await self._discover(challenge)
+            tokens = await self.storage.tokens()
+            if tokens and tokens.get("refresh_token"):
+                refreshed = await self._refresh(discovery, tokens)
+                if refreshed is not None:
+                    return refreshed
+            await self._prepare(discovery)
         scope = self._select_scope(challenge.scope if challenge else None, discovery)
         return await self._obtain(discovery, scope)
 
-    async def _step_up(self, challenge: Challenge, tokens: dict | None) -> dict:
+    async def _step_up(self, challenge: Challenge, sent: str | None) -> dict | None:
         """403 insufficient_scope: a fresh grant for the granted and the challenged scopes (OAUTH-19)."""
-        discovery = await self._discover(challenge)
+        async with self.storage.locked():
+            tokens = await self.storage.tokens()
+            if _access(tokens) != sent:
+                return tokens  # stepped up meanwhile
+            discovery = await self._discover(challenge)
+            await self._prepare(discovery)
         granted = ((tokens or {}).get("scope") or "").split()
         wanted = " ".join(dict.fromkeys(granted + (challenge.scope or "").split()))
         scope = self._select_scope(wanted or None, discovery)
         return await self._obtain(discovery, scope)
+
+    async def _prepare(self, discovery: Discovery) -> None:
+        """What the grant needs from storage, made under its lock (a registration)."""
 
     def _select_scope(self, challenge_scope: str | None, discovery: Discovery) -> str | None:
         return select_scope(challenge_scope, discovery, self.scope, self.grant_types)
@@ -251,6 +263,13 @@ class OAuthFlow(httpx.Auth):
             raise TokenError(f"the token endpoint {redact(url)} issued a {token_type!r} token; only Bearer "
                              "tokens are supported")
         return tokens
+
+
+def _expiring(tokens: dict | None) -> bool:
+    """Tokens that expire within EXPIRY_MARGIN and carry a refresh token."""
+    expires_at = (tokens or {}).get("expires_at")
+    return bool(tokens and isinstance(expires_at, int | float) and tokens.get("refresh_token")
+                and expires_at - EXPIRY_MARGIN <= time.time())
 
 
 def _access(tokens: dict | None) -> str | None:

@@ -94,6 +94,9 @@ class Provider(OAuthFlow):
     async def _client_for_refresh(self, discovery: Discovery) -> dict:
         return await self._client(discovery)
 
+    async def _prepare(self, discovery: Discovery) -> None:
+        await self._client(discovery)  # registered under the storage's lock, once for every process
+
     # The grant ---------------------------------------------------------------------------------------
     async def _grant(self, discovery: Discovery, scope: str | None) -> dict:
         metadata = discovery.metadata

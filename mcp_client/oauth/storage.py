@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 
 class TokenStorage(ABC):
     """Keeps one provider's tokens and client registration. The provider treats both as opaque
-    dicts; ``save_tokens(None)`` forgets the tokens, ``save_client_information(None)`` the client."""
+    dicts; ``save_tokens(None)`` forgets the tokens, ``save_client_information(None)`` the client.
+
+    ``locked()`` is held around every read-renew-save of the flow (a refresh, a registration, the
+    discarding of another issuer's credentials), and reads and writes made while it is held belong
+    to it. A storage shared by several processes makes it exclusive across them, so that a rotated
+    refresh token is spent once and a client registered once; the default does nothing (the flow
+    already serializes its own renewals within a process).
+    """
+
+    @asynccontextmanager
+    async def locked(self) -> AsyncIterator[None]:
+        yield
 
     @abstractmethod
     async def tokens(self) -> dict | None: ...

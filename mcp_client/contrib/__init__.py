@@ -1,0 +1,1 @@
+"""Optional integrations of the MCP client with frameworks (``mcp_client.contrib.django``)."""

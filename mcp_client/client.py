@@ -92,6 +92,14 @@ class Client:
         return self._async.max_pages
 
     @property
+    def client_info(self) -> dict:
+        return self._async.client_info
+
+    @property
+    def input_required_max_rounds(self) -> int:
+        return self._async.input_required_max_rounds
+
+    @property
     def server_info(self) -> dict | None:
         """The ``initialize`` result, or the ``server/discover`` result in its shape."""
         return self._async.server_info

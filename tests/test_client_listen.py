@@ -30,6 +30,7 @@ from .client_support import (
     eventually,
     every_message_checked,
     our_stdio,
+    script_stdio,
 )
 from .http_cluster import cluster, require_services
 from .http_harness import DaphneServer
@@ -86,7 +87,7 @@ def acknowledged_listens(transport: CheckedHTTPTransport) -> list[str]:
             if isinstance(message, dict) and message.get("method") == ACKNOWLEDGED]
 
 
-@pytest.mark.feature("CLI-12")
+@pytest.mark.feature("CHTTP-10")
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 async def test_the_same_callbacks_hear_list_changes_and_resource_updates_in_either_era(urls, mode):
     a, _b = urls
@@ -127,7 +128,7 @@ async def test_the_same_callbacks_hear_list_changes_and_resource_updates_in_eith
     assert client.listening is None
 
 
-@pytest.mark.feature("CLI-12")
+@pytest.mark.feature("CHTTP-10")
 def test_a_change_made_through_one_process_reaches_a_blocking_listener_on_the_other(urls):
     a, b = urls
     heard = Heard()
@@ -156,7 +157,7 @@ def test_a_change_made_through_one_process_reaches_a_blocking_listener_on_the_ot
     assert heard.errors == []
 
 
-@pytest.mark.feature("CLI-12")
+@pytest.mark.feature("CHTTP-10")
 async def test_a_killed_server_process_is_listened_to_again_once_it_is_back(pair, transactional_db):
     require_services()
     server = DaphneServer(env={"REDIS_URL": _redis_url()})
@@ -213,6 +214,7 @@ def acknowledge(reply: Reply) -> None:
         "_meta": {SUBSCRIPTION_ID_KEY: reply.seen.body["id"]}}})
 
 
+@pytest.mark.feature("CHTTP-10")
 async def test_a_stream_that_keeps_dropping_ends_in_a_clear_error():
     with FakeHTTPServer(modern_fake(acknowledge)) as fake:  # acknowledged, then the stream ends
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False),
@@ -227,6 +229,7 @@ async def test_a_stream_that_keeps_dropping_ends_in_a_clear_error():
         await client.close()
 
 
+@pytest.mark.feature("CHTTP-10")
 async def test_a_refused_listen_is_not_asked_again_and_subscribing_raises():
     def refuse(reply: Reply) -> None:
         reply.json({"jsonrpc": "2.0", "id": reply.seen.body["id"],
@@ -261,3 +264,69 @@ async def test_over_stdio_nothing_is_listened_to_where_the_server_declares_nothi
         assert LISTEN not in json.dumps(transport.wire.sent)
     finally:
         await client.close()
+
+
+# A 2026-07-28 stdio server that serves listen streams (ours answers -32601 there, LSN-08): each
+# stream gets its acknowledgement, a list change, an update of each URI subscribed to, and a list
+# change of a subscription that is not the client's; the tool "drop" ends the last stream from the
+# server's side (notifications/cancelled, as on stdio).
+LISTENING_STDIO = r"""
+import json, sys
+
+def send(message):
+    print(json.dumps(message), flush=True)
+
+def stamped(method, sid, **params):
+    return {"jsonrpc": "2.0", "method": method,
+            "params": {**params, "_meta": {"io.modelcontextprotocol/subscriptionId": sid}}}
+
+last = None
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if method == "server/discover":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {
+            "resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": True}, "resources": {"subscribe": True}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "listening", "version": "1"}}}})
+    elif method == "subscriptions/listen":
+        last = message["id"]
+        wanted = message["params"]["notifications"]
+        send(stamped("notifications/subscriptions/acknowledged", last, notifications=wanted))
+        send(stamped("notifications/tools/list_changed", "someone-else"))
+        send(stamped("notifications/tools/list_changed", last))
+        for uri in wanted.get("resourceSubscriptions", []):
+            send(stamped("notifications/resources/updated", last, uri=uri))
+    elif method == "tools/call":
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": last}})
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"resultType": "complete", "content": []}})
+"""
+
+
+async def test_over_stdio_streams_are_told_apart_by_subscription_id_and_ended_with_a_cancel():
+    transport = script_stdio(LISTENING_STDIO)
+    client = AsyncClient(transport, listen_max_backoff=0.1)
+    heard = Heard()
+    heard.watch(client)
+    try:
+        await client.connect(mode="modern")
+        first = transport.wire.sent_of(LISTEN)[0]
+        assert first["params"]["notifications"] == {"toolsListChanged": True}
+        assert client.listening == {"toolsListChanged": True}
+        await client.subscribe_resource("file:///a")
+        second = transport.wire.sent_of(LISTEN)[1]
+        assert second["params"]["notifications"] == {"toolsListChanged": True,
+                                                     "resourceSubscriptions": ["file:///a"]}
+        await eventually(lambda: heard.has(("updated", {"uri": "file:///a"})), what="the update")
+        # The replaced stream was cancelled by its id: one channel carries every stream on stdio.
+        assert [m["params"] for m in transport.wire.sent_of("notifications/cancelled")] == \
+            [{"requestId": first["id"]}]
+        # The server ends the stream: it is opened again, with the same filter.
+        await client.call_tool("drop", {})
+        await eventually(lambda: len(transport.wire.sent_of(LISTEN)) == 3, what="the stream opened again")
+        assert transport.wire.sent_of(LISTEN)[2]["params"] == second["params"]
+        await eventually(lambda: heard.items.count(("updated", {"uri": "file:///a"})) == 2, what="the update")
+        # One list change per stream of ours; none of the subscription that is not ours.
+        assert heard.items.count(("list_changed", "tools")) == 3 and heard.errors == []
+    finally:
+        await asyncio.wait_for(client.close(), WAIT)

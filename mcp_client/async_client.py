@@ -445,8 +445,7 @@ class AsyncClient:
         stops that wait; ``meta`` has no request of its own to ride on, and is refused)."""
         if self.is_modern:
             self._check_connected(methods.RESOURCES_SUBSCRIBE)
-            _no_meta_on_listen(meta)
-            return await self._subscriptions.subscribe(uri, cancellation)
+            return await self._subscriptions.subscribe(uri, cancellation, meta)
         return await self._call(methods.RESOURCES_SUBSCRIBE, {"uri": uri}, meta=meta,
                                 cancellation=cancellation)
 
@@ -456,8 +455,7 @@ class AsyncClient:
         filter (``cancellation`` stops the wait for the narrower stream's acknowledgement)."""
         if self.is_modern:
             self._check_connected(methods.RESOURCES_UNSUBSCRIBE)
-            _no_meta_on_listen(meta)
-            return await self._subscriptions.unsubscribe(uri, cancellation)
+            return await self._subscriptions.unsubscribe(uri, cancellation, meta)
         return await self._call(methods.RESOURCES_UNSUBSCRIBE, {"uri": uri}, meta=meta,
                                 cancellation=cancellation)
 
@@ -737,12 +735,6 @@ def _mode(mode: str | None, protocol_version: str | None) -> str | None:
         return MODERN_MODE
     raise ValueError(f"protocol_version {protocol_version!r} is neither a handshake nor a 2026-07-28 "
                      f"revision this client speaks ({', '.join(versions.STABLE_VERSIONS)})")
-
-
-def _no_meta_on_listen(meta: dict | None) -> None:
-    if meta:
-        raise ValueError("meta= cannot be sent with a resource subscription in the 2026-07-28 era: "
-                         "the URI joins the listen stream's filter, which carries no per-URI _meta")
 
 
 def _failed(task: asyncio.Task) -> bool:

@@ -53,6 +53,10 @@ class ListenError(ClientError):
         self.attempts = attempts
 
 
+class _Superseded(Exception):
+    """A stream ended before its acknowledgement (replaced, or the client closed)."""
+
+
 class _Stream:
     """One wanted filter, held open across reconnections (each a new ``subscriptions/listen``
     request, so a new subscription id)."""
@@ -114,6 +118,9 @@ class _Stream:
         """Stop holding the stream: cancel its request and close it (HTTP) or tell the server
         (``notifications/cancelled``, stdio)."""
         self.ended = True
+        if not self.acknowledged.done():
+            self.acknowledged.set_exception(_Superseded())
+            self.acknowledged.exception()  # retrieved: nobody may be waiting
         request_id, self.request_id = self.request_id, None
         self.task.cancel()
         if request_id is not None and request_id in self.owner.ids:
@@ -174,7 +181,16 @@ class Subscriptions:
                 self.pending.end()
             stream = self.pending = _Stream(self, requested)
         try:
-            await asyncio.wait_for(asyncio.shield(stream.acknowledged), ACKNOWLEDGE_TIMEOUT)
+            while True:
+                try:
+                    await asyncio.wait_for(asyncio.shield(stream.acknowledged), ACKNOWLEDGE_TIMEOUT)
+                    return
+                except _Superseded:
+                    # Replaced by a later filter (which holds this one's wishes too), or closed.
+                    replacement = self.pending or self.active
+                    if replacement is None or replacement is stream:
+                        return
+                    stream = replacement
         except (ClientError, TimeoutError) as exc:
             if strict:
                 if isinstance(exc, TimeoutError):
@@ -183,9 +199,11 @@ class Subscriptions:
                 raise
             logger.warning("the listen stream is not open yet: %s", exc)
 
-    async def subscribe(self, uri: str, cancellation: Cancellation | None = None) -> dict:
+    async def subscribe(self, uri: str, cancellation: Cancellation | None = None,
+                        meta: dict | None = None) -> dict:
         """``subscribe_resource`` in the 2026-07-28 era: the URI joins the stream's filter; returns
         once the server acknowledged it (an empty result, as ``resources/subscribe`` gives)."""
+        _no_meta(meta)
         if not declared(self.client.server_capabilities, "resources", "subscribe"):
             raise ClientError("the server does not support resource subscriptions "
                               "(its capabilities declare no resources.subscribe)")
@@ -207,7 +225,9 @@ class Subscriptions:
             raise
         return {}
 
-    async def unsubscribe(self, uri: str, cancellation: Cancellation | None = None) -> dict:
+    async def unsubscribe(self, uri: str, cancellation: Cancellation | None = None,
+                          meta: dict | None = None) -> dict:
+        _no_meta(meta)
         if cancellation is not None:
             cancellation.raise_if_cancelled()
         if uri in self.uris:
@@ -288,6 +308,12 @@ class Subscriptions:
             previous, self.active, self.pending = self.active, stream, None
             if previous is not None and previous is not stream:
                 previous.end()
+
+
+def _no_meta(meta: dict | None) -> None:
+    if meta:
+        raise ValueError("meta= cannot be sent with a resource subscription in the 2026-07-28 era: "
+                         "the URI joins the listen stream's filter, which carries no per-URI _meta")
 
 
 async def _cancellable(waiting: Coroutine[Any, Any, None], cancellation: Cancellation | None) -> None:

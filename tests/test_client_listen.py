@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_client import AsyncClient, Client, ClientError, ListenError
+from mcp_client import AsyncClient, Cancellation, CancelledError, Client, ClientError, ListenError
 from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY
 
 from .client_support import (
@@ -328,5 +328,31 @@ async def test_over_stdio_streams_are_told_apart_by_subscription_id_and_ended_wi
         await eventually(lambda: heard.items.count(("updated", {"uri": "file:///a"})) == 2, what="the update")
         # One list change per stream of ours; none of the subscription that is not ours.
         assert heard.items.count(("list_changed", "tools")) == 3 and heard.errors == []
+    finally:
+        await asyncio.wait_for(client.close(), WAIT)
+
+
+async def test_subscriptions_made_at_once_all_hold_and_what_cannot_be_honoured_is_refused():
+    transport = script_stdio(LISTENING_STDIO)
+    client = AsyncClient(transport)
+    try:
+        await client.connect(mode="modern")
+        assert client.listening is None and not transport.wire.sent_of(LISTEN)  # nothing wanted yet
+        uris = [f"file:///{name}" for name in "abc"]
+        assert await asyncio.gather(*(client.subscribe_resource(uri) for uri in uris)) == [{}, {}, {}]
+        # Each replaced the one before it (an acknowledgement each time), the last names them all.
+        assert client.listening == {"resourceSubscriptions": uris}
+        with pytest.raises(ValueError, match="meta= cannot be sent"):
+            await client.subscribe_resource("file:///d", meta={"k": "v"})
+        token = Cancellation()
+        token.cancel("changed my mind")
+        with pytest.raises(CancelledError):
+            await client.subscribe_resource("file:///e", cancellation=token)
+        await client.unsubscribe_resource("file:///b")
+        assert client.listening == {"resourceSubscriptions": ["file:///a", "file:///c"]}
+        # Every stream but the one in use was ended, by its id.
+        opened = [message["id"] for message in transport.wire.sent_of(LISTEN)]
+        ended = [m["params"]["requestId"] for m in transport.wire.sent_of("notifications/cancelled")]
+        assert sorted(ended) == sorted(opened[:-1])
     finally:
         await asyncio.wait_for(client.close(), WAIT)

@@ -32,7 +32,7 @@ from .client_support import (
     our_stdio,
     script_stdio,
 )
-from .http_cluster import cluster, require_services
+from .http_cluster import cluster_fixture, require_services
 from .http_harness import DaphneServer
 from .waiting import wait_until
 
@@ -47,11 +47,7 @@ def _every_client_message_checked():
     yield from every_message_checked()
 
 
-@pytest.fixture(scope="module")
-def pair(django_db_setup, django_db_blocker):
-    require_services()
-    with django_db_blocker.unblock(), cluster(2, redis_db=REDIS_DB) as servers:
-        yield servers
+pair = cluster_fixture(REDIS_DB)
 
 
 @pytest.fixture

@@ -352,3 +352,12 @@ async def test_subscriptions_made_at_once_all_hold_and_what_cannot_be_honoured_i
         assert sorted(ended) == sorted(opened[:-1])
     finally:
         await asyncio.wait_for(client.close(), WAIT)
+
+
+@pytest.mark.parametrize(("option", "value"), [("listen_max_retries", -1), ("listen_max_retries", 1.5),
+                                               ("listen_max_backoff", 0), ("listen_max_backoff", True)])
+def test_listen_limits_must_make_sense(option, value):
+    with pytest.raises(ValueError, match=option):
+        AsyncClient(CheckedHTTPTransport("http://127.0.0.1:9/mcp"), **{option: value})
+    with pytest.raises(ValueError, match=option):
+        Client(CheckedHTTPTransport("http://127.0.0.1:9/mcp"), **{option: value})

@@ -191,18 +191,22 @@ class HTTPTransport:
                                            extensions={"trace": trace},
                                            **({"timeout": timeout} if timeout is not None else {}))
         try:
-            response = await self._http.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise TransportError(f"POST {self.url}: no answer within {self.timeout} s ({exc!r})") from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(f"POST {self.url} failed: {exc!r}") from exc
-        if not handed_off and on_sent is not None:  # a custom httpx transport does not trace
-            on_sent()
-        try:
-            await self._answered(message, response)
-        except BaseException:
-            await response.aclose()
-            raise
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise TransportError(f"POST {self.url}: no answer within {self.timeout} s ({exc!r})") from exc
+            except httpx.HTTPError as exc:
+                raise TransportError(f"POST {self.url} failed: {exc!r}") from exc
+            if not handed_off and on_sent is not None:  # a custom httpx transport does not trace
+                on_sent()
+            try:
+                await self._answered(message, response)
+            except BaseException:
+                await response.aclose()
+                raise
+        finally:
+            # An end_stream() for this request that its answer did not use is moot now.
+            self._ended.discard(message.get("id"))
 
     async def _answered(self, message: dict, response: httpx.Response) -> None:
         if message.get("method") == methods.INITIALIZE and response.headers.get("mcp-session-id"):

@@ -29,6 +29,7 @@ from .errors import (
     ValidationError,
 )
 from .modern import InputRequiredError
+from .subscriptions import ListenError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -56,6 +57,7 @@ __all__ = [
     "InsecureURL",
     "InvalidClientIDMetadataDocumentURL",
     "InvalidCredentials",
+    "ListenError",
     "NotConnectedError",
     "NotFoundError",
     "OAuthError",
@@ -94,6 +96,7 @@ _OAUTH = frozenset({
     "InsecureURL",
     "InvalidClientIDMetadataDocumentURL",
     "InvalidCredentials",
+    "ListenError",
     "OAuthError",
     "Provider",
     "RegistrationError",

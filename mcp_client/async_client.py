@@ -36,6 +36,7 @@ from .errors import (
     ValidationError,
 )
 from .modern import InputRequiredError, mutual_version
+from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
@@ -52,7 +53,8 @@ class AsyncClient:
     """An MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
 
     def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
-                 input_required_max_rounds: int = 10):
+                 input_required_max_rounds: int = 10, listen_max_retries: int = DEFAULT_MAX_RETRIES,
+                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
         if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
         self.transport = transport
@@ -74,6 +76,9 @@ class AsyncClient:
         # The 2026-07-28 ``_meta`` envelope every request carries; None in the handshake era.
         self._envelope: dict | None = None
         self.discover_timeout = DISCOVER_TIMEOUT
+        # The subscriptions/listen stream of the 2026-07-28 era (mcp_client/subscriptions.py).
+        self._subscriptions = Subscriptions(self, max_retries=listen_max_retries,
+                                            max_backoff=listen_max_backoff)
 
     # Connection ------------------------------------------------------------------------------
     @property
@@ -100,6 +105,13 @@ class AsyncClient:
     def is_modern(self) -> bool:
         """Whether the connection speaks the 2026-07-28 lifecycle (no handshake, no session)."""
         return self._envelope is not None
+
+    @property
+    def listening(self) -> dict | None:
+        """In the 2026-07-28 era, the notifications the server agreed to send on the open listen
+        stream (its acknowledged filter); None when no listen stream is open, and in the
+        handshake era."""
+        return self._subscriptions.listening
 
     async def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
                       mode: str | None = None, client_info: dict | None = None) -> dict:
@@ -149,8 +161,8 @@ class AsyncClient:
         self.server_info = result
         if self._envelope is None:
             await self._notify(methods.NOTIFICATIONS_INITIALIZED)
-            if self._server_requests or self._notifications:
-                await self._listen()
+        if self._server_requests or self._notifications:
+            await self._listen()
         return result
 
     async def _initialize(self, protocol_version: str | None, declared: dict, client_info: dict) -> dict:
@@ -209,7 +221,11 @@ class AsyncClient:
     async def _listen(self) -> None:
         """Open the transport's stream for what the server sends on no request's stream:
         requests and notifications (the standalone GET stream of Streamable HTTP; stdio needs
-        none). Only a client with a handler or a callback for them opens it."""
+        none). Only a client with a handler or a callback for them opens it. In the 2026-07-28
+        era it is the ``subscriptions/listen`` stream of what the callbacks want."""
+        if self.is_modern:
+            await self._subscriptions.refresh()
+            return
         listen = getattr(self._wire, "start_listening", None)
         if listen is not None:
             await listen()
@@ -226,6 +242,7 @@ class AsyncClient:
     async def close(self) -> None:
         """Close the transport; a later ``connect()`` starts over. An error of the transport's
         close (a DELETE the server refused) is raised after the local state is cleared."""
+        self._subscriptions.stop()
         self.server_info = None
         self._envelope = None
         self._output_schemas.clear()
@@ -293,6 +310,14 @@ class AsyncClient:
     def on_resource_updated(self, callback: Callable) -> Callable:
         """``callback({"uri"})`` when a resource subscribed to changed."""
         return self.on_notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, callback)
+
+    def on_subscription_error(self, callback: Callable) -> Callable:
+        """``callback(error)`` (a ``ListenError``) when the 2026-07-28 listen stream that carries
+        list changes and resource updates could not be kept open: the server refused it, or it
+        dropped ``listen_max_retries`` times in a row. Registering a callback or subscribing
+        again opens it anew."""
+        self._subscriptions.error_callbacks.append(callback)
+        return callback
 
     def on_list_changed(self, callback: Callable) -> Callable:
         """``callback(kind)`` with ``"tools"``, ``"prompts"`` or ``"resources"`` when the server
@@ -415,12 +440,22 @@ class AsyncClient:
     async def subscribe_resource(self, uri: str, *, meta: dict | None = None,
                                  cancellation: Cancellation | None = None) -> dict:
         """``resources/subscribe``: the server then sends ``notifications/resources/updated``
-        for ``uri`` (see ``on_resource_updated``)."""
+        for ``uri`` (see ``on_resource_updated``). In the 2026-07-28 era the URI joins the
+        listen stream's filter; this returns once the server acknowledged it (``cancellation``
+        stops that wait; ``meta`` has no request of its own to ride on, and is refused)."""
+        if self.is_modern:
+            self._check_connected(methods.RESOURCES_SUBSCRIBE)
+            return await self._subscriptions.subscribe(uri, cancellation, meta)
         return await self._call(methods.RESOURCES_SUBSCRIBE, {"uri": uri}, meta=meta,
                                 cancellation=cancellation)
 
     async def unsubscribe_resource(self, uri: str, *, meta: dict | None = None,
                                    cancellation: Cancellation | None = None) -> dict:
+        """``resources/unsubscribe``; in the 2026-07-28 era the URI leaves the listen stream's
+        filter (``cancellation`` stops the wait for the narrower stream's acknowledgement)."""
+        if self.is_modern:
+            self._check_connected(methods.RESOURCES_UNSUBSCRIBE)
+            return await self._subscriptions.unsubscribe(uri, cancellation, meta)
         return await self._call(methods.RESOURCES_UNSUBSCRIBE, {"uri": uri}, meta=meta,
                                 cancellation=cancellation)
 
@@ -494,15 +529,18 @@ class AsyncClient:
     # The wire --------------------------------------------------------------------------------
     async def _call(self, method: str, params: dict | None, *, meta: dict | None = None,
                     cancellation: Cancellation | None = None) -> Any:
-        if not self.connected:
-            raise NotConnectedError(f"call connect() before {method}")
+        self._check_connected(method)
         return await self._request(method, params, meta=meta, cancellation=cancellation)
 
+    def _check_connected(self, method: str) -> None:
+        if not self.connected:
+            raise NotConnectedError(f"call connect() before {method}")
+
     async def _request(self, method: str, params: dict | None, *, meta: dict | None = None,
-                       cancellation: Cancellation | None = None) -> Any:
+                       cancellation: Cancellation | None = None, request_id: str | None = None) -> Any:
         if cancellation is not None:
             cancellation.raise_if_cancelled()
-        request_id = str(uuid.uuid4())
+        request_id = request_id or str(uuid.uuid4())
         params = _with_meta(params, meta)
         if self._envelope is not None:
             params = modern.enveloped(params, self._envelope)
@@ -553,7 +591,7 @@ class AsyncClient:
         """The answer; with a ``read_timeout`` on the transport, a server that stays silent that
         long is an error (anything it sends, progress say, proves it alive)."""
         timeout = getattr(self._wire, "read_timeout", None)
-        if timeout is None:
+        if timeout is None or method == methods.SUBSCRIPTIONS_LISTEN:  # quiet by design
             return await answer
         asked = time.monotonic()  # the silence counts from the request, or from the last message
         while True:
@@ -640,6 +678,9 @@ class AsyncClient:
         self._fail(ValidationError(f"the server answered an unknown request id {message.get('id')!r}"))
 
     async def _dispatch_notification(self, message: dict) -> None:
+        message = self._subscriptions.received(message)
+        if message is None:
+            return  # a listen stream's own business, or from a stream no longer in use
         method = message["method"]
         params = message.get("params") or {}
         calls = [(callback, params) for callback in self._notifications.get(method, ())]

@@ -7,7 +7,10 @@ SERVER is a URL (Streamable HTTP) or a command line that starts a stdio server, 
     python -m mcp_client "python manage.py mcp_stdio" read demo://readme
     python -m mcp_client "python manage.py mcp_stdio" prompt greeting name=Ada
 
-Without a command it shows the server and lists its tools, prompts and resources. A tool's
+Without a command it shows the server, the protocol era it negotiated, and lists its tools, prompts
+and resources. ``--mode`` picks how to connect: ``auto`` probes ``server/discover`` and falls back to
+the ``initialize`` handshake, ``modern`` insists on the 2026-07-28 lifecycle, ``legacy`` goes
+straight to the handshake; without it the client's default applies. A tool's
 progress is drawn as a bar on stderr; ``--log-level info`` shows the server's log messages there.
 ``--oauth`` authorizes with OAuth 2.1 in a browser and keeps the tokens for the next command
 (``mcp_client.cli_oauth``).
@@ -31,6 +34,7 @@ from .transports.stdio import StdioTransport
 
 BAR_WIDTH = 30
 CELL_WIDTH = 60
+MODES = ["auto", "modern", "legacy"]
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
@@ -107,9 +111,15 @@ class ProgressBar:
             self.out.write("\n")
 
 
+def era(client: Client) -> str:
+    """Which lifecycle the connection speaks, in words."""
+    return "modern era" if client.is_modern else "handshake era"
+
+
 def show_overview(client: Client, out: TextIO) -> None:
     info = client.server_implementation or {}
-    out.write(f"{info.get('name', '?')} {info.get('version', '')} (protocol {client.protocol_version})\n")
+    out.write(f"{info.get('name', '?')} {info.get('version', '')} (protocol {client.protocol_version}, "
+              f"{era(client)})\n")
     capabilities = client.server_capabilities
     if "tools" in capabilities:
         out.write("\nTools\n")
@@ -207,6 +217,10 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     parser.add_argument("target", nargs="?", help="tool, resource URI or prompt name")
     parser.add_argument("arguments", nargs="*", help="key=value arguments")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a silent server")
+    parser.add_argument("--mode", choices=MODES,
+                        help="auto: the 2026-07-28 lifecycle when the server speaks it, else the "
+                             "initialize handshake; modern: only the 2026-07-28 lifecycle; legacy: "
+                             "only the handshake (default: the client's own default)")
     parser.add_argument("--log-level", choices=LOG_LEVELS,
                         help="show the server's log messages from this level up")
     parser.add_argument("--oauth", action="store_true",
@@ -243,7 +257,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     if options.log_level:
         client.on_log_message(show_log(err))
     try:
-        client.connect()
+        client.connect(mode=options.mode)
         if options.log_level and "logging" in client.server_capabilities:
             client.set_logging_level(options.log_level)
         return run(client, options, out, err)

@@ -1,43 +1,43 @@
 """``Client``: the same API as :class:`AsyncClient`, for code that is not async.
 
 It runs an ``AsyncClient`` on an event loop of its own, in a background thread; each method
-blocks until the answer comes. Handlers (``on_elicitation`` ...) may be plain functions.
+blocks until the answer comes. Handlers (``on_elicitation`` ...) may be plain functions. Every
+method is written out, with the signature of its ``AsyncClient`` twin, so that type checkers and
+IDEs see them (tests/test_client_typed.py keeps the two in step).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from mcp_protocol.cancellation import Cancellation
 
 from .async_client import AsyncClient
+from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES
+from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
-_BLOCKING = (
-    "connect", "close", "ping", "list_tools", "tools", "call_tool", "list_resources", "resources",
-    "list_resource_templates", "resource_templates", "read_resource", "subscribe_resource",
-    "unsubscribe_resource", "list_prompts", "prompts", "get_prompt", "complete",
-    "set_logging_level", "notify_roots_list_changed",
-)
-# Registering a handler or a callback may open the listening stream: done on the client's loop.
-_ON_LOOP = (
-    "on_elicitation", "on_sampling", "on_roots", "on_server_request", "on_notification",
-    "on_progress", "on_log_message", "on_resource_updated", "on_list_changed",
-)
-_PROPERTIES = (
-    "connected", "protocol_version", "server_capabilities", "instructions",
-    "server_implementation", "server_info", "transport", "max_pages", "is_modern",
-)
+T = TypeVar("T")
 
 
 class Client:
-    def __init__(self, transport: Any, **options: Any):
-        self._async = AsyncClient(transport, **options)  # first: bad options start no thread
+    """A blocking MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
+
+    def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
+                 input_required_max_rounds: int = 10, listen_max_retries: int = DEFAULT_MAX_RETRIES,
+                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
+        # First: bad options start no thread.
+        self._async = AsyncClient(transport, max_pages=max_pages, client_info=client_info,
+                                  input_required_max_rounds=input_required_max_rounds,
+                                  listen_max_retries=listen_max_retries,
+                                  listen_max_backoff=listen_max_backoff)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
         self._thread.start()
 
-    def _run(self, coroutine: Any) -> Any:
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         if not self._thread.is_alive():
             coroutine.close()
             raise RuntimeError("this client was shut down")
@@ -47,6 +47,15 @@ class Client:
             raise RuntimeError("a notification callback cannot make a blocking call on its own client; "
                                "use a server-request handler (run on a worker thread) or another thread")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _on_loop(self, register: Callable[[], T]) -> T:
+        """Run ``register`` on the client's loop: registering a handler or a callback may open
+        the listening stream, which lives there."""
+
+        async def run() -> T:
+            return register()
+
+        return self._run(run())
 
     def shutdown(self) -> None:
         """Close the connection and stop the client's thread."""
@@ -73,35 +82,201 @@ class Client:
     def __repr__(self) -> str:
         return f"<Client {self._async.transport!r}>"
 
+    # What the connection is ---------------------------------------------------------------------
+    @property
+    def transport(self) -> Any:
+        return self._async.transport
 
-def _blocking(name: str) -> Callable:
-    method = getattr(AsyncClient, name)
+    @property
+    def max_pages(self) -> int:
+        return self._async.max_pages
 
-    def call(self: Client, *args: Any, **kwargs: Any) -> Any:
-        return self._run(getattr(self._async, name)(*args, **kwargs))
+    @property
+    def client_info(self) -> dict:
+        return self._async.client_info
 
-    call.__name__, call.__doc__ = name, method.__doc__
-    return call
+    @property
+    def input_required_max_rounds(self) -> int:
+        return self._async.input_required_max_rounds
 
+    @property
+    def server_info(self) -> dict | None:
+        """The ``initialize`` result, or the ``server/discover`` result in its shape."""
+        return self._async.server_info
 
-def _on_loop(name: str) -> Callable:
-    def call(self: Client, *args: Any, **kwargs: Any) -> Any:
-        async def register() -> Any:
-            return getattr(self._async, name)(*args, **kwargs)
+    @property
+    def connected(self) -> bool:
+        return self._async.connected
 
-        return self._run(register())
+    @property
+    def protocol_version(self) -> str | None:
+        return self._async.protocol_version
 
-    call.__name__, call.__doc__ = name, getattr(AsyncClient, name).__doc__
-    return call
+    @property
+    def server_capabilities(self) -> dict:
+        return self._async.server_capabilities
 
+    @property
+    def instructions(self) -> str | None:
+        return self._async.instructions
 
-def _property(name: str) -> property:
-    return property(lambda self: getattr(self._async, name))
+    @property
+    def server_implementation(self) -> dict | None:
+        return self._async.server_implementation
 
+    @property
+    def is_modern(self) -> bool:
+        """Whether the connection speaks the 2026-07-28 lifecycle (no handshake, no session)."""
+        return self._async.is_modern
 
-for _name in _BLOCKING:
-    setattr(Client, _name, _blocking(_name))
-for _name in _ON_LOOP:
-    setattr(Client, _name, _on_loop(_name))
-for _name in _PROPERTIES:
-    setattr(Client, _name, _property(_name))
+    @property
+    def listening(self) -> dict | None:
+        """In the 2026-07-28 era, the notifications the server agreed to send on the open listen
+        stream (its acknowledged filter); None when no listen stream is open, and in the
+        handshake era."""
+        return self._async.listening
+
+    @property
+    def discover_timeout(self) -> float:
+        """How long ``connect(mode="auto")`` waits for a ``server/discover`` answer (5 s)."""
+        return self._async.discover_timeout
+
+    @discover_timeout.setter
+    def discover_timeout(self, seconds: float) -> None:
+        self._async.discover_timeout = seconds
+
+    # Connection ---------------------------------------------------------------------------------
+    def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
+                mode: str | None = None, client_info: dict | None = None) -> dict:
+        """Connect; a second call returns the first result. ``mode`` is ``"auto"``,
+        ``"modern"`` or ``"legacy"`` (see ``AsyncClient.connect``); a pinned ``protocol_version``
+        picks its era. Returns the ``initialize`` result, or the discover result in its shape."""
+        return self._run(self._async.connect(capabilities=capabilities, protocol_version=protocol_version,
+                                             mode=mode, client_info=client_info))
+
+    def close(self) -> None:
+        """Close the transport (the thread stays: a later ``connect()`` starts over)."""
+        self._run(self._async.close())
+
+    # Handlers for what the server sends ---------------------------------------------------------
+    def on_elicitation(self, handler: Callable) -> Callable:
+        """``handler(params) -> {"action", "content"?}`` answers ``elicitation/create``."""
+        return self._on_loop(lambda: self._async.on_elicitation(handler))
+
+    def on_sampling(self, handler: Callable) -> Callable:
+        """``handler(params) -> {"role", "content", "model", "stopReason"}``; raise
+        ``ServerRequestError(code=-1)`` to reject."""
+        return self._on_loop(lambda: self._async.on_sampling(handler))
+
+    def on_roots(self, handler: Callable) -> Callable:
+        """``handler(params) -> {"roots": [...]}`` answers ``roots/list``."""
+        return self._on_loop(lambda: self._async.on_roots(handler))
+
+    def on_server_request(self, method: str, handler: Callable) -> Callable:
+        """``handler(params) -> result`` answers the server's requests named ``method``."""
+        return self._on_loop(lambda: self._async.on_server_request(method, handler))
+
+    def on_notification(self, method: str, callback: Callable) -> Callable:
+        """``callback(params)`` for every notification named ``method`` (``"*"``: the whole
+        message, for all)."""
+        return self._on_loop(lambda: self._async.on_notification(method, callback))
+
+    def on_progress(self, callback: Callable) -> Callable:
+        """``callback(params)`` for every ``notifications/progress``."""
+        return self._on_loop(lambda: self._async.on_progress(callback))
+
+    def on_log_message(self, callback: Callable) -> Callable:
+        """``callback({"level", "data", "logger"?})`` for the server's log messages."""
+        return self._on_loop(lambda: self._async.on_log_message(callback))
+
+    def on_resource_updated(self, callback: Callable) -> Callable:
+        """``callback({"uri"})`` when a resource subscribed to changed, in either era."""
+        return self._on_loop(lambda: self._async.on_resource_updated(callback))
+
+    def on_subscription_error(self, callback: Callable) -> Callable:
+        """``callback(error)`` (a ``ListenError``) when the 2026-07-28 listen stream could not
+        be kept open."""
+        return self._on_loop(lambda: self._async.on_subscription_error(callback))
+
+    def on_list_changed(self, callback: Callable) -> Callable:
+        """``callback(kind)`` with ``"tools"``, ``"prompts"`` or ``"resources"`` when the server
+        says that list changed, in either era."""
+        return self._on_loop(lambda: self._async.on_list_changed(callback))
+
+    # Requests -----------------------------------------------------------------------------------
+    def ping(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:
+        return self._run(self._async.ping(meta=meta, cancellation=cancellation))
+
+    def list_tools(self, cursor: str | None = None, *, meta: dict | None = None,
+                   cancellation: Cancellation | None = None) -> Page:
+        """One page of tools."""
+        return self._run(self._async.list_tools(cursor, meta=meta, cancellation=cancellation))
+
+    def tools(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> list[Tool]:
+        """Every tool, following ``nextCursor`` to the end."""
+        return self._run(self._async.tools(meta=meta, cancellation=cancellation))
+
+    def call_tool(self, name: str | None = None, arguments: dict | None = None, *,
+                  tool: Tool | None = None, progress_token: Any = None,
+                  on_progress: Callable | None = None, meta: dict | None = None,
+                  cancellation: Cancellation | None = None) -> CallToolResult:
+        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress."""
+        return self._run(self._async.call_tool(name, arguments, tool=tool, progress_token=progress_token,
+                                               on_progress=on_progress, meta=meta,
+                                               cancellation=cancellation))
+
+    def list_resources(self, cursor: str | None = None, *, meta: dict | None = None,
+                       cancellation: Cancellation | None = None) -> Page:
+        return self._run(self._async.list_resources(cursor, meta=meta, cancellation=cancellation))
+
+    def resources(self, *, meta: dict | None = None,
+                  cancellation: Cancellation | None = None) -> list[Resource]:
+        return self._run(self._async.resources(meta=meta, cancellation=cancellation))
+
+    def list_resource_templates(self, cursor: str | None = None, *, meta: dict | None = None,
+                                cancellation: Cancellation | None = None) -> Page:
+        return self._run(self._async.list_resource_templates(cursor, meta=meta, cancellation=cancellation))
+
+    def resource_templates(self, *, meta: dict | None = None,
+                           cancellation: Cancellation | None = None) -> list[ResourceTemplate]:
+        return self._run(self._async.resource_templates(meta=meta, cancellation=cancellation))
+
+    def read_resource(self, uri: str, *, meta: dict | None = None,
+                      cancellation: Cancellation | None = None) -> list[dict]:
+        """The ``contents`` of a resource (an empty list when the server sends none)."""
+        return self._run(self._async.read_resource(uri, meta=meta, cancellation=cancellation))
+
+    def subscribe_resource(self, uri: str, *, meta: dict | None = None,
+                           cancellation: Cancellation | None = None) -> dict:
+        """Hear of changes to ``uri`` (``on_resource_updated``): ``resources/subscribe`` in the
+        handshake era, the listen stream's filter in the 2026-07-28 era."""
+        return self._run(self._async.subscribe_resource(uri, meta=meta, cancellation=cancellation))
+
+    def unsubscribe_resource(self, uri: str, *, meta: dict | None = None,
+                             cancellation: Cancellation | None = None) -> dict:
+        return self._run(self._async.unsubscribe_resource(uri, meta=meta, cancellation=cancellation))
+
+    def list_prompts(self, cursor: str | None = None, *, meta: dict | None = None,
+                     cancellation: Cancellation | None = None) -> Page:
+        return self._run(self._async.list_prompts(cursor, meta=meta, cancellation=cancellation))
+
+    def prompts(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> list[Prompt]:
+        return self._run(self._async.prompts(meta=meta, cancellation=cancellation))
+
+    def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
+                   cancellation: Cancellation | None = None) -> dict:
+        return self._run(self._async.get_prompt(name, arguments, meta=meta, cancellation=cancellation))
+
+    def complete(self, ref: dict, argument: dict, *, context: dict | None = None,
+                 meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:
+        """``{"values", "total"?, "hasMore"?}`` for an argument of a prompt or resource template."""
+        return self._run(self._async.complete(ref, argument, context=context, meta=meta,
+                                              cancellation=cancellation))
+
+    def set_logging_level(self, level: str, *, meta: dict | None = None,
+                          cancellation: Cancellation | None = None) -> dict:
+        """``logging/setLevel``: the server's log messages from ``level`` up reach ``on_log_message``."""
+        return self._run(self._async.set_logging_level(level, meta=meta, cancellation=cancellation))
+
+    def notify_roots_list_changed(self) -> None:
+        self._run(self._async.notify_roots_list_changed())

@@ -153,3 +153,17 @@ def open_session(url: str, revision: str = "2025-11-25") -> str:
     assert response.status_code == 200, response.text
     check_server_message(response.json(), revision, "initialize")
     return response.headers["mcp-session-id"]
+
+
+def cluster_fixture(redis_db: int, count: int = 2, **options: Any) -> Any:
+    """A module-scoped fixture of ``count`` daphne processes (see :func:`cluster`), for a test
+    module that shares them: ``pair = cluster_fixture(REDIS_DB)``."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def processes(django_db_setup: Any, django_db_blocker: Any) -> Iterator[list[DaphneServer]]:
+        require_services()
+        with django_db_blocker.unblock(), cluster(count, redis_db=redis_db, **options) as servers:
+            yield servers
+
+    return processes

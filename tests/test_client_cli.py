@@ -20,6 +20,7 @@ from mcp_client.cli import TerminalElicitation, main, parse_arguments
 from .client_support import (
     CheckedHTTPTransport,
     CheckedStdioTransport,
+    FakeHTTPServer,
     ReferenceHTTPServer,
     every_message_checked,
 )
@@ -59,7 +60,7 @@ def test_without_a_command_it_shows_the_server_and_lists_everything():
     code, out, err = run(OUR_SERVER)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == "django-mcp-demo 0.1.0 (protocol 2025-11-25)"
+    assert lines[0] == "django-mcp-demo 0.1.0 (protocol 2025-11-25, handshake era)"
     tools = lines[lines.index("Tools") + 1:lines.index("Prompts")]
     assert tools[0].split() == ["name", "description"] and set(tools[1]) <= {"-", " "}
     assert ["echo", "Echo a message back."] in rows("\n".join(tools))
@@ -175,6 +176,60 @@ def test_errors_are_one_line_and_a_non_zero_status():
         run(OUR_SERVER, "call", "echo", "message")
 
 
+@pytest.mark.feature("CLI-04")
+@pytest.mark.parametrize(("mode", "era"), [("modern", "2026-07-28, modern era"),
+                                           ("legacy", "2025-11-25, handshake era")])
+def test_the_mode_picks_the_era_and_the_overview_says_which(mode, era, monkeypatch):
+    connects: list[dict] = []
+    real_connect = cli.Client.connect
+
+    def connect(self, **options):
+        connects.append(options)
+        return real_connect(self, **options)
+
+    monkeypatch.setattr(cli.Client, "connect", connect)
+    code, out, err = run(OUR_SERVER, "--mode", mode)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"django-mcp-demo 0.1.0 (protocol {era})"
+    assert ["echo", "Echo a message back."] in rows(out)
+    assert connects == [{"mode": mode}]
+    # A command other than the overview speaks the chosen era too.
+    code, out, err = run(OUR_SERVER, "call", "add", "a=2", "b=3", "--mode", mode)
+    assert code == 0 and json.loads(out.split("\n", 1)[0]) == {"sum": 5}, err
+
+
+def test_the_official_server_in_either_era(reference_http):
+    for mode, era in (("modern", "2026-07-28, modern era"), ("legacy", "2025-11-25, handshake era")):
+        code, out, err = run(reference_http.url, "--mode", mode)
+        assert code == 0, err
+        assert out.splitlines()[0] == f"reference-server 2.3.0 (protocol {era})"
+        assert ["greet", "name, style", "Greet someone."] in rows(out)
+
+
+def legacy_only(reply) -> object:
+    """A handshake-era server: no server/discover (-32601 by default), an empty tool list."""
+    if reply.seen.rpc_method == "tools/list":
+        return reply.result({"tools": []})
+    return NotImplemented
+
+
+def test_a_mode_the_server_cannot_speak_is_one_line_of_error():
+    with FakeHTTPServer(legacy_only) as legacy:
+        code, out, err = run(legacy.url, "--mode", "modern")
+        assert code == 1 and out == ""
+        assert err.startswith("error: the server does not speak the 2026-07-28 lifecycle")
+        assert err.count("\n") == 1
+        # Auto mode falls back to the handshake this server speaks.
+        before = len(legacy.requests)
+        code, out, err = run(legacy.url, "--mode", "auto")
+        assert code == 0, err
+        assert out.splitlines()[0] == "fake 1.0.0 (protocol 2025-11-25, handshake era)"
+        sent = [seen.rpc_method for seen in legacy.requests[before:]]
+        assert sent[:2] == ["server/discover", "initialize"]
+    with pytest.raises(SystemExit):
+        run(OUR_SERVER, "--mode", "sideways")
+
+
 def test_key_value_parsing():
     schema = {"properties": {"name": {"type": "string"}, "count": {"type": "integer"}}}
     assert parse_arguments(["name=007", "count=7", "tags=[\"a\"]", "note=not json", "flag=true"], schema) == {
@@ -185,7 +240,7 @@ def test_key_value_parsing():
 def test_a_url_reaches_the_official_server_over_http(reference_http):
     code, out, err = run(reference_http.url)
     assert code == 0, err
-    assert out.splitlines()[0] == "reference-server 2.3.0 (protocol 2025-11-25)"
+    assert out.splitlines()[0] == "reference-server 2.3.0 (protocol 2025-11-25, handshake era)"
     assert ["ref://readme", "readme", "text/plain"] in rows(out)
     assert ["greet", "name, style", "Greet someone."] in rows(out)
     code, out, err = run(reference_http.url, "call", "count", "to=2", "--log-level", "info")

@@ -88,6 +88,10 @@ class HTTPTransport:
         self._fail: Fail | None = None
         self._tasks: set[asyncio.Task] = set()
         self._listening: asyncio.Task | None = None
+        # The SSE stream of each request still being read, and requests whose stream was ended
+        # before it opened (see end_stream).
+        self._streams: dict[Any, asyncio.Task] = {}
+        self._ended: set[Any] = set()
 
     # Lifecycle -------------------------------------------------------------------------------
     async def start(self, deliver: Deliver, fail: Fail) -> None:
@@ -132,6 +136,8 @@ class HTTPTransport:
         for task in list(self._tasks):
             task.cancel()
         self._listening = None
+        self._streams.clear()
+        self._ended.clear()
         try:
             if self.session_id and self._http is not None:
                 try:
@@ -178,21 +184,29 @@ class HTTPTransport:
                 if on_sent is not None:
                     on_sent()
 
+        # A listen stream is quiet by design: its silence is bounded like the GET stream's.
+        timeout = httpx.Timeout(self.timeout, read=LISTEN_READ_TIMEOUT) \
+            if message.get("method") == methods.SUBSCRIPTIONS_LISTEN else None
         request = self._http.build_request("POST", self.url, content=jsonrpc.encode(message), headers=headers,
-                                           extensions={"trace": trace})
+                                           extensions={"trace": trace},
+                                           **({"timeout": timeout} if timeout is not None else {}))
         try:
-            response = await self._http.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise TransportError(f"POST {self.url}: no answer within {self.timeout} s ({exc!r})") from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(f"POST {self.url} failed: {exc!r}") from exc
-        if not handed_off and on_sent is not None:  # a custom httpx transport does not trace
-            on_sent()
-        try:
-            await self._answered(message, response)
-        except BaseException:
-            await response.aclose()
-            raise
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise TransportError(f"POST {self.url}: no answer within {self.timeout} s ({exc!r})") from exc
+            except httpx.HTTPError as exc:
+                raise TransportError(f"POST {self.url} failed: {exc!r}") from exc
+            if not handed_off and on_sent is not None:  # a custom httpx transport does not trace
+                on_sent()
+            try:
+                await self._answered(message, response)
+            except BaseException:
+                await response.aclose()
+                raise
+        finally:
+            # An end_stream() for this request that its answer did not use is moot now.
+            self._ended.discard(message.get("id"))
 
     async def _answered(self, message: dict, response: httpx.Response) -> None:
         if message.get("method") == methods.INITIALIZE and response.headers.get("mcp-session-id"):
@@ -216,7 +230,15 @@ class HTTPTransport:
             raise self._status_error(response, body)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
-            self._spawn(self._stream(response, message.get("id") if is_request else None))
+            request_id = message.get("id") if is_request else None
+            if is_request and request_id in self._ended:
+                self._ended.discard(request_id)
+                await response.aclose()
+                return
+            task = self._spawn(self._stream(response, request_id))
+            if is_request:
+                self._streams[request_id] = task
+                task.add_done_callback(lambda _: self._streams.pop(request_id, None))
             return
         body = await self._read_capped(response)
         if not body.strip():
@@ -324,6 +346,16 @@ class HTTPTransport:
             body = (await self._read_capped(response)).decode("utf-8", "replace")
             raise self._status_error(response, body)
         return response
+
+    def end_stream(self, request_id: Any) -> None:
+        """Stop reading the SSE stream answering ``request_id`` and close it: how a client ends a
+        ``subscriptions/listen`` stream over HTTP. A stream that has not opened yet is closed as
+        soon as it does."""
+        task = self._streams.pop(request_id, None)
+        if task is not None:
+            task.cancel()
+        else:
+            self._ended.add(request_id)
 
     async def start_listening(self) -> None:
         """Open the session's GET stream in the background, for requests the server sends."""

@@ -9,14 +9,9 @@ from typing import Any
 
 from mcp_protocol import methods
 from mcp_protocol.errors import INVALID_PARAMS, MCPError
+from mcp_protocol.subscriptions import LIST_FLAGS as FLAGS
+from mcp_protocol.subscriptions import RESOURCE_SUBSCRIPTIONS, declared
 
-# Filter flag -> (capability, its sub-capability that must be declared, the notification it opts in to).
-FLAGS: dict[str, tuple[str, str, str]] = {
-    "toolsListChanged": ("tools", "listChanged", methods.NOTIFICATIONS_TOOLS_LIST_CHANGED),
-    "promptsListChanged": ("prompts", "listChanged", methods.NOTIFICATIONS_PROMPTS_LIST_CHANGED),
-    "resourcesListChanged": ("resources", "listChanged", methods.NOTIFICATIONS_RESOURCES_LIST_CHANGED),
-}
-RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
 # Every notification a listen stream can carry (a log message, say, is none of them).
 LISTENABLE = frozenset({method for _capability, _feature, method in FLAGS.values()}
                        | {methods.NOTIFICATIONS_RESOURCES_UPDATED})
@@ -72,19 +67,14 @@ class ListenFilter:
 
 def honour(requested: dict[str, Any], capabilities: dict[str, Any]) -> ListenFilter:
     """Requested ∩ declared: a flag the server's capabilities do not back is left out (LSN-02)."""
-
-    def declared(capability: str, feature: str) -> bool:
-        entry = capabilities.get(capability)
-        return isinstance(entry, dict) and bool(entry.get(feature))
-
     wire: dict[str, Any] = {}
     wanted = set()
     for flag, (capability, feature, method) in FLAGS.items():
-        if requested.get(flag) and declared(capability, feature):
+        if requested.get(flag) and declared(capabilities, capability, feature):
             wire[flag] = True
             wanted.add(method)
     uris = None
-    if RESOURCE_SUBSCRIPTIONS in requested and declared("resources", "subscribe"):
+    if RESOURCE_SUBSCRIPTIONS in requested and declared(capabilities, "resources", "subscribe"):
         # Kept in the order asked, once each: the acknowledgement repeats them.
         ordered = list(dict.fromkeys(requested[RESOURCE_SUBSCRIPTIONS]))
         uris = frozenset(ordered)

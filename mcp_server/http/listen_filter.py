@@ -17,9 +17,12 @@ FLAGS: dict[str, tuple[str, str, str]] = {
     "resourcesListChanged": ("resources", "listChanged", methods.NOTIFICATIONS_RESOURCES_LIST_CHANGED),
 }
 RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+# The Tasks extension's filter key: the tasks whose notifications/tasks the stream wants.
+TASK_IDS = "taskIds"
+NOTIFICATIONS_TASKS = "notifications/tasks"
 # Every notification a listen stream can carry (a log message, say, is none of them).
 LISTENABLE = frozenset({method for _capability, _feature, method in FLAGS.values()}
-                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED})
+                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED, NOTIFICATIONS_TASKS})
 
 
 def _bad(message: str) -> MCPError:
@@ -50,6 +53,14 @@ def parse_requested(params: Any, max_uris: int | None = None) -> dict[str, Any]:
                            f"resources, more than the {max_uris} allowed", code=INVALID_PARAMS,
                            data={"limit": max_uris})
         requested[RESOURCE_SUBSCRIPTIONS] = uris
+    if TASK_IDS in notifications:
+        ids = notifications[TASK_IDS]
+        if not isinstance(ids, list) or not all(isinstance(task_id, str) for task_id in ids):
+            raise _bad(f"notifications.{TASK_IDS} must be an array of task id strings")
+        if max_uris is not None and len(set(ids)) > max_uris:
+            raise MCPError(f"Invalid params: notifications.{TASK_IDS} names {len(set(ids))} tasks, "
+                           f"more than the {max_uris} allowed", code=INVALID_PARAMS, data={"limit": max_uris})
+        requested[TASK_IDS] = ids
     return requested
 
 
@@ -60,13 +71,16 @@ class ListenFilter:
     methods: frozenset[str]
     uris: frozenset[str] | None  # None: no resourceSubscriptions honoured
     wire: dict[str, Any]  # as the acknowledgement states it
+    task_ids: frozenset[str] = frozenset()
 
     def wants(self, message: dict) -> bool:
         method = message.get("method")
+        params = message.get("params")
         if method == methods.NOTIFICATIONS_RESOURCES_UPDATED:
-            params = message.get("params")
             uri = params.get("uri") if isinstance(params, dict) else None
             return self.uris is not None and uri in self.uris
+        if method == NOTIFICATIONS_TASKS:
+            return isinstance(params, dict) and params.get("taskId") in self.task_ids
         return method in self.methods
 
 
@@ -89,4 +103,10 @@ def honour(requested: dict[str, Any], capabilities: dict[str, Any]) -> ListenFil
         ordered = list(dict.fromkeys(requested[RESOURCE_SUBSCRIPTIONS]))
         uris = frozenset(ordered)
         wire[RESOURCE_SUBSCRIPTIONS] = ordered
-    return ListenFilter(frozenset(wanted), uris, wire)
+    task_ids: list[str] = []
+    if TASK_IDS in requested and isinstance(capabilities.get("extensions"), dict) \
+            and "io.modelcontextprotocol/tasks" in capabilities["extensions"]:
+        # Only the tasks the caller may see are honoured (serve_listen narrowed the list).
+        task_ids = list(dict.fromkeys(requested[TASK_IDS]))
+        wire[TASK_IDS] = task_ids
+    return ListenFilter(frozenset(wanted), uris, wire, frozenset(task_ids))

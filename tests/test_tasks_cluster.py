@@ -92,6 +92,7 @@ def running(task_id: str) -> ToolCall:
 
 
 # (1) --------------------------------------------------------------------------------------------
+@pytest.mark.feature("TASK-02", "TASK-04", "TASK-12")
 def test_a_task_created_on_one_process_is_polled_to_completion_on_the_other(deployment, gate):
     (a, b), worker = deployment
     created = start(a.url, gate=str(gate))
@@ -108,6 +109,7 @@ def test_a_task_created_on_one_process_is_polled_to_completion_on_the_other(depl
 
 
 # (2) --------------------------------------------------------------------------------------------
+@pytest.mark.feature("TASK-05", "TASK-12")
 def test_a_task_asking_for_input_is_answered_with_tasks_update_on_the_other_process(deployment):
     (a, b), worker = deployment
     created = start(a.url, ask=True)
@@ -125,6 +127,7 @@ def test_a_task_asking_for_input_is_answered_with_tasks_update_on_the_other_proc
 
 
 # (3) --------------------------------------------------------------------------------------------
+@pytest.mark.feature("TASK-06", "TASK-12")
 def test_tasks_cancel_on_the_other_process_stops_the_tool_in_the_worker(deployment, gate, tmp_path):
     (a, b), worker = deployment
     marker = tmp_path / "cancel-seen"
@@ -141,6 +144,7 @@ def test_tasks_cancel_on_the_other_process_stops_the_tool_in_the_worker(deployme
 
 
 # (4) --------------------------------------------------------------------------------------------
+@pytest.mark.feature("TASK-07")
 def test_notifications_tasks_reach_a_listen_stream_on_the_other_process(deployment, gate):
     (a, b), _worker = deployment
     created = start(a.url, gate=str(gate))
@@ -163,6 +167,7 @@ def test_notifications_tasks_reach_a_listen_stream_on_the_other_process(deployme
         listen.close()
 
 
+@pytest.mark.feature("TASK-07")
 def test_a_listen_stream_asking_for_tasks_without_the_extension_is_refused(deployment):
     (a, _b), _worker = deployment
     status, messages = post_over_http(a.url, "subscriptions/listen", "refused", envelope(),
@@ -174,6 +179,7 @@ def test_a_listen_stream_asking_for_tasks_without_the_extension_is_refused(deplo
 
 
 # (5) --------------------------------------------------------------------------------------------
+@pytest.mark.feature("TASK-10")
 def test_a_worker_killed_mid_task_leaves_it_failed_with_a_json_rpc_error(gate):
     require_services()
     env = {"CELERY_BROKER_URL": redis_broker(10)}
@@ -190,6 +196,7 @@ def test_a_worker_killed_mid_task_leaves_it_failed_with_a_json_rpc_error(gate):
 
 
 # (6) --------------------------------------------------------------------------------------------
+@pytest.mark.feature("TASK-08")
 def test_another_principal_can_neither_see_nor_cancel_a_task(deployment, gate):
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token

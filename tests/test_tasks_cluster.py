@@ -16,8 +16,8 @@ import pytest
 from mcp_server.background.launch import WORKER_STOPPED
 from mcp_server.models import ToolCall
 
-from .celery_support import CeleryWorker, celery_worker, redis_broker
-from .http_cluster import REDIS_HOST, REDIS_PORT, cluster, require_services
+from .celery_support import CeleryWorker, processes_and_worker, redis_broker, worker_beside
+from .http_cluster import cluster, require_services
 from .listen_support import ListenStream
 from .modern_support import envelope, post_over_http
 from .waiting import PATIENCE, wait_until
@@ -34,28 +34,14 @@ State = ToolCall.State
 
 
 def worker_on(redis_db: int, env: dict) -> contextlib.AbstractContextManager[CeleryWorker]:
-    return celery_worker(broker_url=env["CELERY_BROKER_URL"],
-                         redis_url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
-                         mcp_settings_json=json.dumps(SETTINGS), env=env)
+    return worker_beside(redis_db, env, SETTINGS)
 
 
 @pytest.fixture(scope="module")
 def deployment(django_db_setup, django_db_blocker):
     """Two daphne processes and one worker, sharing one Redis database and one broker."""
-    require_services()
-    env = {"CELERY_BROKER_URL": redis_broker(BROKER_DB)}
-    with cluster(2, redis_db=REDIS_DB, mcp_settings=SETTINGS, env=env) as servers, \
-            worker_on(REDIS_DB, env) as worker:
-        yield servers, worker
-
-
-@pytest.fixture
-def gate(tmp_path):
-    """A gate file for ``task_job``, opened when the test ends (a task a failed test left waiting
-    does not hold the single-task worker)."""
-    path = tmp_path / "gate"
-    yield path
-    path.touch()
+    with processes_and_worker(redis_db=REDIS_DB, broker_db=BROKER_DB, mcp_settings=SETTINGS) as deployed:
+        yield deployed
 
 
 _ids = iter(range(1, 1_000_000))

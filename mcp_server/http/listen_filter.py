@@ -44,24 +44,20 @@ def parse_requested(params: Any, max_uris: int | None = None) -> dict[str, Any]:
             if not isinstance(notifications[flag], bool):
                 raise _bad(f"notifications.{flag} must be a boolean")
             requested[flag] = notifications[flag]
-    if RESOURCE_SUBSCRIPTIONS in notifications:
-        uris = notifications[RESOURCE_SUBSCRIPTIONS]
-        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
-            raise _bad(f"notifications.{RESOURCE_SUBSCRIPTIONS} must be an array of URI strings")
-        if max_uris is not None and len(set(uris)) > max_uris:
-            raise MCPError(f"Invalid params: notifications.{RESOURCE_SUBSCRIPTIONS} names {len(set(uris))} "
-                           f"resources, more than the {max_uris} allowed", code=INVALID_PARAMS,
-                           data={"limit": max_uris})
-        requested[RESOURCE_SUBSCRIPTIONS] = uris
-    if TASK_IDS in notifications:
-        ids = notifications[TASK_IDS]
-        if not isinstance(ids, list) or not all(isinstance(task_id, str) for task_id in ids):
-            raise _bad(f"notifications.{TASK_IDS} must be an array of task id strings")
-        if max_uris is not None and len(set(ids)) > max_uris:
-            raise MCPError(f"Invalid params: notifications.{TASK_IDS} names {len(set(ids))} tasks, "
-                           f"more than the {max_uris} allowed", code=INVALID_PARAMS, data={"limit": max_uris})
-        requested[TASK_IDS] = ids
+    for key, what in ((RESOURCE_SUBSCRIPTIONS, ("URI", "resources")), (TASK_IDS, ("task id", "tasks"))):
+        if key in notifications:
+            requested[key] = _strings(notifications[key], key, what, max_uris)
     return requested
+
+
+def _strings(values: Any, key: str, what: tuple[str, str], limit: int | None) -> list[str]:
+    """A list of strings naming at most ``limit`` different things (``what``: one, several)."""
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise _bad(f"notifications.{key} must be an array of {what[0]} strings")
+    if limit is not None and len(set(values)) > limit:
+        raise MCPError(f"Invalid params: notifications.{key} names {len(set(values))} {what[1]}, "
+                       f"more than the {limit} allowed", code=INVALID_PARAMS, data={"limit": limit})
+    return values
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def _modern(client: AsyncClient) -> dict:
     return dict(envelope.get(CLIENT_CAPABILITIES_KEY) or {})
 
 
-def _declaring(client: AsyncClient) -> dict:
+def declaring_meta(client: AsyncClient) -> dict:
     """``_meta`` declaring the extension, on top of the client's own capabilities."""
     capabilities = _modern(client)
     capabilities["extensions"] = {**(capabilities.get("extensions") or {}), EXTENSION_ID: {}}
@@ -89,7 +89,7 @@ async def start_tool_call(client: AsyncClient, name: str, arguments: dict | None
     """``tools/call`` declaring the extension: a :class:`Task` when the server made one, else the
     tool's result (a server may answer at once)."""
     result = await client._call("tools/call", {"name": name, "arguments": arguments or {}},
-                                meta=_declaring(client), cancellation=cancellation)
+                                meta=declaring_meta(client), cancellation=cancellation)
     if isinstance(result, dict) and result.get("resultType") == "task":
         return Task.from_wire(result)
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
@@ -99,18 +99,18 @@ async def start_tool_call(client: AsyncClient, name: str, arguments: dict | None
 
 async def get_task(client: AsyncClient, task_id: str) -> Task:
     """``tasks/get``: the task now (a ServerError -32602 when the server knows no such task)."""
-    return Task.from_wire(await client._call("tasks/get", {"taskId": task_id}, meta=_declaring(client)))
+    return Task.from_wire(await client._call("tasks/get", {"taskId": task_id}, meta=declaring_meta(client)))
 
 
 async def update_task(client: AsyncClient, task_id: str, input_responses: dict[str, dict]) -> None:
     """``tasks/update``: answers to the task's ``input_requests``, by their keys."""
     await client._call("tasks/update", {"taskId": task_id, "inputResponses": input_responses},
-                       meta=_declaring(client))
+                       meta=declaring_meta(client))
 
 
 async def cancel_task(client: AsyncClient, task_id: str) -> None:
     """``tasks/cancel``: asks the server to stop; the task ends ``cancelled`` (or as it finished)."""
-    await client._call("tasks/cancel", {"taskId": task_id}, meta=_declaring(client))
+    await client._call("tasks/cancel", {"taskId": task_id}, meta=declaring_meta(client))
 
 
 async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | None = None,
@@ -144,6 +144,12 @@ async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | Non
     if not isinstance(task.result, dict) or not isinstance(task.result.get("content"), list):
         raise ValidationError(f"a completed task needs a tool result: {task.result!r}")
     return CallToolResult.from_wire(task.result)
+
+
+async def final_result(client: AsyncClient, created: dict,
+                       cancellation: Cancellation | None = None) -> dict:
+    """The tool result (as sent) a ``CreateTaskResult`` ends with: what ``call_tool`` returns."""
+    return (await wait_for_task(client, Task.from_wire(created), cancellation=cancellation)).raw
 
 
 async def call_tool_as_task(client: AsyncClient, name: str, arguments: dict | None = None, *,

@@ -23,6 +23,8 @@ from mcp_client.tasks import (
 from mcp_client.types import CallToolResult
 from mcp_protocol.cancellation import CancelledError
 from mcp_server.http import StreamableHTTPTransport
+from mcp_server.invoke import run_in_thread
+from mcp_server.models import ToolCall
 
 from .client_support import CheckedHTTPTransport
 from .test_tasks import build_server
@@ -68,8 +70,19 @@ async def test_a_task_is_started_fetched_later_and_driven_to_its_result(client):
     assert again.task_id == started.task_id
     result = await wait_for_task(client, again)
     assert isinstance(result, CallToolResult) and result.text == "waited"
-    # The client's other calls are untouched: without the extension, the tool answers at once.
+    # call_tool declares the extension on a modern request and drives the task to its result.
     assert (await client.call_tool("wait_a_little")).text == "waited"
+    assert await run_in_thread(ToolCall.objects.filter(tool="wait_a_little", task=True).count) == 2
+
+
+@pytest.mark.feature("TASK-13")
+async def test_call_tool_drives_a_task_and_a_failed_one_raises_its_error(client):
+    await client.connect(mode="auto")
+    assert client.is_modern
+    assert (await client.call_tool("only_as_task")).text == "a task"
+    with pytest.raises(ServerError) as failed:  # no elicitation handler: the task fails with -32021
+        await client.call_tool("two_questions")
+    assert failed.value.code == -32021
 
 
 @pytest.mark.feature("TASK-13")

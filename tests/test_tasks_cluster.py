@@ -7,16 +7,19 @@ with the extension's definitions (tests/schemas/tasks-extension.json).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from typing import Any
 
 import pytest
 
+from mcp_client import AsyncClient
 from mcp_server.background.launch import WORKER_STOPPED
 from mcp_server.models import ToolCall
 
 from .celery_support import CeleryWorker, processes_and_worker, redis_broker, worker_beside
+from .client_support import CheckedHTTPTransport
 from .http_cluster import cluster, require_services
 from .listen_support import ListenStream
 from .modern_support import envelope, post_over_http
@@ -215,3 +218,21 @@ def test_another_principal_can_neither_see_nor_cancel_a_task(deployment, gate):
 def until_status_as(url: str, task_id: str, token: str) -> dict:
     return wait_until(lambda: (lambda t: t if t["status"] != "working" else None)(task(url, task_id, token)),
                       what=f"task {task_id} to end", timeout=PATIENCE)
+
+
+@pytest.mark.feature("TASK-13")
+def test_our_client_in_auto_mode_completes_a_task_of_the_demo_with_one_call_tool(deployment):
+    (a, _b), worker = deployment
+
+    async def call() -> Any:
+        client = AsyncClient(CheckedHTTPTransport(a.url))
+        try:
+            await client.connect(mode="auto")
+            assert client.is_modern
+            return await client.call_tool("count_in_background", {"to": 1})
+        finally:
+            await client.close()
+
+    assert asyncio.run(call()).text == "Counted to 1"
+    record = ToolCall.objects.filter(tool="count_in_background").latest("created_at")
+    assert record.task and record.worker.endswith(f":{worker.process.pid}"), record.worker

@@ -37,6 +37,8 @@ class BackgroundContext(ServerContext):
     results reach the client, instead of the request's own round trips."""
 
     task_input: Any = None
+    # Where a task's notifications/tasks go (None: the default server's transport).
+    task_transport: Any = None
 
     def __init__(self, *args: Any, call_id: str, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -95,7 +97,7 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
         if ctx.task_input is not None:
             from ..extensions.tasks.notify import publish
 
-            await publish(ctx.call_id)
+            await publish(ctx.call_id, ctx.task_transport)
 
 
 async def _watch(ctx: BackgroundContext) -> None:

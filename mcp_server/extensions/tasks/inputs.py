@@ -27,7 +27,7 @@ async def fulfil(ctx: Any, value: InputRequiredResult) -> dict[str, Any] | None:
     wire_keys = await store.ask(ctx.call_id, value.input_requests)
     if not wire_keys:
         raise CancelledError(ctx.request_id, "cancelled")
-    await publish(ctx.call_id)
+    await publish(ctx.call_id, ctx.task_transport)
     while True:
         if ctx.cancellation.cancelled:
             raise CancelledError(ctx.request_id, "cancelled")

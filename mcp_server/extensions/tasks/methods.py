@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from mcp_protocol.errors import METHOD_NOT_FOUND, InvalidParamsError, MCPError
+from mcp_protocol import jsonrpc
+from mcp_protocol.errors import METHOD_NOT_FOUND, InternalError, InvalidParamsError, MCPError
 
 from ...background import records
 from ...background.launch import WORKER_STOPPED, cancel_call
@@ -37,7 +38,7 @@ async def update_task(ctx: Any) -> dict[str, Any]:
         raise InvalidParamsError(
             "Invalid params: inputResponses must be an object mapping each key to a result object")
     if await _answer(call.id, responses):
-        await publish(call.id, _transport(ctx))
+        await publish(call.id, request_transport(ctx))
     return {}
 
 
@@ -46,7 +47,7 @@ async def cancel_task(ctx: Any) -> dict[str, Any]:
     tool stops (or another status, when it finished first). A finished task is acked as it is."""
     call = await _task_of(ctx, "cancel")
     if not call.finished:
-        transport = _transport(ctx)
+        transport = request_transport(ctx)
         if transport is not None:
             call = await cancel_call(transport, call.id)
         else:
@@ -80,7 +81,7 @@ async def _task_of(ctx: Any, verb: str) -> ToolCall:
     return call
 
 
-def _transport(ctx: Any) -> Any:
+def request_transport(ctx: Any) -> Any:
     """The Streamable HTTP transport serving this request (None on stdio and in process)."""
     transport = getattr(ctx.session, "transport", None)
     if transport is not None:
@@ -94,15 +95,14 @@ async def _settle_dead_runner(ctx: Any, call: ToolCall) -> ToolCall:
     is idempotent), found by whichever process is asked about it."""
     if call.state not in (State.RUNNING, State.INPUT_REQUIRED) or not call.runner:
         return call
-    transport = _transport(ctx)
+    transport = request_transport(ctx)
     runtime = await transport.ensure_runtime() if transport is not None else None
     if runtime is None or runtime.channel is None:
         return call
     if not await transport.liveness.holds_dead(call.runner, runtime.channel_key):
         return call
     if not await run_again(transport, call):
-        error = MCPError(WORKER_STOPPED, code=-32603)
-        response = {"jsonrpc": "2.0", "id": call.request_id, "error": error.to_dict()}
+        response = jsonrpc.error_from(call.request_id, InternalError(WORKER_STOPPED))
         if await records.finish(call.id, State.FAILED, response, WORKER_STOPPED):
             await publish(call.id, transport)
     return await records.get(call.id) or call

@@ -19,6 +19,7 @@ from ...background.execute import BackgroundContext, execute, process_name
 from ...invoke import run_in_thread
 from ...modern.session import ModernSession
 from .inputs import fulfil
+from .methods import request_transport
 from .wire import task
 
 TASK_RESULT = "task"
@@ -77,6 +78,7 @@ async def _run_here(ctx: Any, call_id: str, runtime: Any, tool: Any, arguments: 
                                    params=ctx.params, message=ctx.message, cancellation=cancellation,
                                    user_context=ctx.server.server_context, call_id=call_id)
     background.task_input = fulfil
+    background.task_transport = request_transport(ctx)
     in_flight = runtime.in_flight if runtime is not None else {}
     in_flight[("call", call_id)] = cancellation
     try:

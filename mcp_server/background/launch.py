@@ -156,7 +156,7 @@ async def cancel_call(transport: StreamableHTTPTransport, call_id: str) -> ToolC
     call = await records.request_cancel(call_id)
     if call is None:
         return None
-    if call.state == records.State.RUNNING and call.runner:
+    if call.state in (records.State.RUNNING, records.State.INPUT_REQUIRED) and call.runner:
         await transport.send_to_process(holder_channel(call.runner), cancel_message(call_id))
     elif call.state == records.State.CANCELLED and call.started_at is None:
         if celery_enabled():

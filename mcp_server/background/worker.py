@@ -85,6 +85,10 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
             "workers must run the same code as the web processes", data={"name": call.tool})
         response = jsonrpc.error_from(call.request_id, error)
         await records.finish(call.id, records.State.FAILED, response, str(error))
+        if call.task:
+            from ..extensions.tasks.notify import publish
+
+            await publish(call.id, transport)
         await outbound.respond(response)
         return "failed: unknown tool"
     cancellation = session.begin_request(call.request_id)

@@ -12,7 +12,8 @@ and our client.
 
 It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
 free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
-and the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs), then the client
+the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs) and its tasks-*
+scenarios (the Tasks extension, each run on its own), then the client
 scenarios of 0.1.16 that the handshake-era client implements (CLIENT_SCENARIOS, the OAuth ones
 included) and those of the 0.2.0 alpha (NEXT_CLIENT_SCENARIOS) with `conformance/client` as the
 command, and prints one line per scenario and a final `N passed, M
@@ -71,6 +72,9 @@ class Suite:
     spec_version: str | None  # only the scenarios of this revision (None: all of them)
     folder_key: str | None = None  # the folder conformance/suite-<folder_key> (default: key)
     tag: str = ""         # told apart from another leg of the same suite in titles and folders
+    # Only the listed server scenarios whose names start with this (extension scenarios, which no
+    # revision selects), each run on its own: the CLI runs one scenario or one revision's set.
+    prefix: str | None = None
 
     @property
     def folder(self) -> Path:
@@ -100,7 +104,9 @@ class Suite:
 
 
 SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25"),
-          Suite("0.2-modern", "2026-07-28", folder_key="0.2", tag="2026-07-28")]
+          Suite("0.2-modern", "2026-07-28", folder_key="0.2", tag="2026-07-28"),
+          # The Tasks extension (SEP-2663): the alpha's tasks-* scenarios, on the 2026-07-28 wire.
+          Suite("0.2-tasks", None, folder_key="0.2", tag="tasks", prefix="tasks-")]
 
 # The client scenarios, run by the 0.1.16 suite against `conformance/client`: the handshake-era ones
 # and every auth/* one (mcp_client.oauth; the list is conformance/client.py's AUTH_SCENARIOS).
@@ -186,6 +192,8 @@ def scenarios_of(suite: Suite) -> list[str]:
         command += ["--spec-version", suite.spec_version]
     listing = subprocess.run(command, capture_output=True, text=True, check=True, timeout=LIST_TIMEOUT)
     names = re.findall(r"^\s+- (\S+)", listing.stdout, re.MULTILINE)
+    if suite.prefix:
+        names = [name for name in names if name.startswith(suite.prefix)]
     if not names:
         raise RuntimeError(f"{suite.version} listed no server scenarios:\n{listing.stdout}{listing.stderr}")
     return names
@@ -333,20 +341,28 @@ def start_layout(layout: Layout, processes: Processes, logs: Path) -> tuple[str,
 TIMESTAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 
 
-def run_suite(suite: Suite, url: str, out: Path, log: Path,
-              only: str | None) -> tuple[int, dict[str, Outcome]]:
+def run_suite(suite: Suite, url: str, out: Path, log: Path, only: str | None,
+              listed: list[str]) -> tuple[int, dict[str, Outcome]]:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    command = [*suite.cli(), "server", "--url", url, *(["--scenario", only] if only else suite.selection()),
-               "--expected-failures", str(EXPECTED_FAILURES), "-o", str(out)]
+    if only:
+        selections = [["--scenario", only]]
+    elif suite.prefix:
+        selections = [["--scenario", name] for name in listed]
+    else:
+        selections = [suite.selection()]
+    code = 0
     with open(log, "w") as output:
-        try:
-            code = subprocess.run(command, cwd=HERE, stdout=output, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=SUITE_TIMEOUT).returncode
-        except subprocess.TimeoutExpired:
-            note(f"{suite.version} did not finish within {SUITE_TIMEOUT} s; see {log}")
-            code = -1
+        for selection in selections:
+            command = [*suite.cli(), "server", "--url", url, *selection,
+                       "--expected-failures", str(EXPECTED_FAILURES), "-o", str(out)]
+            try:
+                code = subprocess.run(command, cwd=HERE, stdout=output, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, timeout=SUITE_TIMEOUT).returncode or code
+            except subprocess.TimeoutExpired:
+                note(f"{suite.version} did not finish within {SUITE_TIMEOUT} s; see {log}")
+                code = -1
     outcomes: dict[str, Outcome] = {}
     for folder in sorted(out.iterdir()):
         checks_file = folder / "checks.json"
@@ -534,7 +550,8 @@ def main() -> int:
             for suite in suites:
                 before = len(unexpected)
                 name = suite.title.replace(" ", "-")
-                code, outcomes = run_suite(suite, url, logs / name, logs / f"{name}.log", args.scenario)
+                code, outcomes = run_suite(suite, url, logs / name, logs / f"{name}.log", args.scenario,
+                                           listed[suite.key])
                 wanted = [args.scenario] if args.scenario else listed[suite.key]
                 for name in wanted:
                     outcome = outcomes.setdefault(name, Outcome(name, False, ["the scenario did not run"]))

@@ -68,6 +68,8 @@ MCP_SERVER = {
         "resources": {"listChanged": True, "subscribe": True},
         "logging": {},
         "completions": {},
+        # The Tasks extension: background tools answer as tasks to clients that declare it.
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
     },
     # The suite runs scenarios one after another, each with a new session.
     "MAX_SESSIONS": None,

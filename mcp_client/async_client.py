@@ -24,7 +24,7 @@ from mcp_protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND
 from mcp_protocol.json_schema import validation_errors
 from mcp_protocol.param_headers import header_paths
 
-from . import modern
+from . import modern, tasks
 from .errors import (
     ClientError,
     HTTPStatusError,
@@ -383,6 +383,8 @@ class AsyncClient:
         if on_progress is not None and progress_token is None:
             progress_token = uuid.uuid4().hex
         meta = dict(meta or {})
+        if self.is_modern:  # the Tasks extension (SEP-2663): a task is driven to its end below
+            meta = {**tasks.declaring_meta(self), **meta}
         if progress_token is not None:
             meta["progressToken"] = progress_token
         params = {"name": name, "arguments": arguments or {}}
@@ -390,6 +392,8 @@ class AsyncClient:
             self._progress[progress_token] = on_progress
         try:
             result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation)
+            if isinstance(result, dict) and result.get("resultType") == "task":
+                result = await tasks.final_result(self, result, cancellation)
         finally:
             self._progress.pop(progress_token, None)
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):

@@ -82,10 +82,12 @@ async def run_rounds(ctx: ServerContext, invoke: Callable[[], Awaitable[Any]]) -
         # CFG-05: the handler asked for input (returned to a modern client, or fulfilled by the
         # shim on a handshake-era session).
         ctx.instrumentation["input_required"] = True
-    if not isinstance(value, InputRequiredResult) or ctx.session.is_modern:
+    # A task's questions go on its record (the Tasks extension), whatever the era.
+    task_input = getattr(ctx, "task_input", None)
+    if not isinstance(value, InputRequiredResult) or (ctx.session.is_modern and task_input is None):
         return value
     server = ctx.server
-    if not server.input_required_legacy_shim:
+    if task_input is None and not server.input_required_legacy_shim:
         raise MCPError(
             "input_required results require the 2026-07-28 stateless lifecycle; this session uses "
             f"protocol revision {ctx.protocol_version}", code=INTERNAL_ERROR,
@@ -98,7 +100,7 @@ async def run_rounds(ctx: ServerContext, invoke: Callable[[], Awaitable[Any]]) -
                 "(input_required_max_rounds)", code=INTERNAL_ERROR,
             )
         rounds += 1
-        ctx.input_responses = await _fulfil(ctx, value)
+        ctx.input_responses = await (task_input or _fulfil)(ctx, value)
         ctx.request_state = value.request_state
         value = await invoke()
     return value
@@ -106,6 +108,18 @@ async def run_rounds(ctx: ServerContext, invoke: Callable[[], Awaitable[Any]]) -
 
 def wire_result(ctx: ServerContext, value: InputRequiredResult) -> dict[str, Any]:
     """The 2026-07-28 ``InputRequiredResult``: capabilities checked, state sealed."""
+    check_declared(ctx, value)
+    sealed = None
+    if value.request_state is not None:
+        security = ctx.server.request_state_security
+        if security is None:
+            raise RequestStateKeysMissing()
+        sealed = security.seal(value.request_state, **binding(ctx))
+    return value.to_wire(sealed)
+
+
+def check_declared(ctx: ServerContext, value: InputRequiredResult) -> None:
+    """-32021 naming each capability an embedded request needs that the envelope lacks."""
     envelope = ctx.session.envelope
     declared = envelope.client_capabilities if envelope is not None else {}
     missing: list[str] = []
@@ -119,13 +133,6 @@ def wire_result(ctx: ServerContext, value: InputRequiredResult) -> dict[str, Any
             code=MISSING_REQUIRED_CLIENT_CAPABILITY,
             data={"requiredCapabilities": capabilities_object(missing)},
         )
-    sealed = None
-    if value.request_state is not None:
-        security = ctx.server.request_state_security
-        if security is None:
-            raise RequestStateKeysMissing()
-        sealed = security.seal(value.request_state, **binding(ctx))
-    return value.to_wire(sealed)
 
 
 # The legacy shim -------------------------------------------------------------------------------

@@ -56,6 +56,11 @@ DEFAULTS: dict[str, Any] = {
     # Times a background call of an idempotent tool (annotated idempotent_hint=True) runs again
     # when its worker dies mid-call (0: never; other tools never run twice).
     "BACKGROUND_RETRIES": 1,
+    # The Tasks extension (SEP-2663): milliseconds a task stays readable after it was created
+    # (its ttlMs; later, tasks/get answers "expired" and cleanup deletes it; None: forever), and
+    # the pollIntervalMs the server suggests to clients that poll tasks/get.
+    "TASK_TTL_MS": 3_600_000,
+    "TASK_POLL_INTERVAL_MS": 1000,
     # Streamable HTTP (the /mcp endpoint), with the option names of StreamableHTTPTransport.
     # No session ids and no server-to-client messages; every POST stands alone.
     "STATELESS": False,

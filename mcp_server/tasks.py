@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from .background.runner import TASK_NAME
+from .extensions.tasks.cleanup import CLEAN_TASKS_TASK, clean_expired_tasks
 
 
 @shared_task(name=TASK_NAME, ignore_result=True)
@@ -14,3 +15,11 @@ def run_tool_call(call_id: str) -> str:
     from .background.worker import run_call
 
     return run_call(call_id)
+
+
+@shared_task(name=CLEAN_TASKS_TASK, ignore_result=True)
+def clean_tasks() -> str:
+    """Delete finished Tasks-extension tasks older than ``MCP_SERVER["TASK_TTL_MS"]`` (the beat
+    entry ``mcp_server.extensions.tasks.cleanup.CLEAN_TASKS_SCHEDULE`` runs it)."""
+    deleted = clean_expired_tasks()
+    return "tasks never expire" if deleted is None else f"deleted {deleted} expired task(s)"

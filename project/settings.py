@@ -128,6 +128,8 @@ CELERY_TASK_ACKS_LATE = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# `celery -A project beat` deletes expired tasks (Tasks extension) every 10 minutes.
+CELERY_BEAT_SCHEDULE = {"mcp-clean-tasks": {"task": "mcp_server.clean_tasks", "schedule": 600.0}}
 
 # Django REST framework, for the API at /api/mcp/ (mcp_server.api). Basic comes first so that an
 # anonymous request gets 401 with a challenge: DRF answers 403 when the first class has no challenge
@@ -163,6 +165,9 @@ MCP_SERVER = {
         "resources": {"listChanged": True, "subscribe": True},
         "logging": {},
         "completions": {},
+        # The Tasks extension: background tools (count_in_background) answer 2026-07-28 clients
+        # that declare it with a task handle, and stream to the others.
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
     },
 }
 # Keys sealing input_required request states, comma-separated; every web process must get the

@@ -7,6 +7,7 @@ The broker is Redis (a database index of its own) or RabbitMQ (guest/guest on 12
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -107,3 +108,25 @@ def celery_worker(**options: object) -> Iterator[CeleryWorker]:
         else:
             with contextlib.suppress(Exception):
                 worker._log.close()
+
+
+def worker_beside(redis_db: int, env: dict,
+                  mcp_settings: dict) -> contextlib.AbstractContextManager[CeleryWorker]:
+    """A worker beside daphne processes of :func:`tests.http_cluster.cluster` started with ``env``
+    and ``mcp_settings`` on Redis database ``redis_db`` (its broker is ``env["CELERY_BROKER_URL"]``)."""
+    return celery_worker(broker_url=env["CELERY_BROKER_URL"],
+                         redis_url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
+                         mcp_settings_json=json.dumps(mcp_settings), env=env)
+
+
+@contextlib.contextmanager
+def processes_and_worker(*, redis_db: int, broker_db: int, mcp_settings: dict,
+                         count: int = 2) -> Iterator[tuple[list, CeleryWorker]]:
+    """``count`` daphne processes and one worker, on one (flushed) Redis database and one broker."""
+    from .http_cluster import cluster, require_services
+
+    require_services()
+    env = {"CELERY_BROKER_URL": redis_broker(broker_db)}
+    with cluster(count, redis_db=redis_db, mcp_settings=mcp_settings, env=env) as servers, \
+            worker_beside(redis_db, env, mcp_settings) as worker:
+        yield servers, worker

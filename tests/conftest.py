@@ -84,6 +84,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
+def gate(tmp_path):
+    """A gate file for the background tools that wait on one (``background_job``, ``task_job``),
+    opened when the test ends: a call that a failed test left waiting there does not hold a
+    shared (single-task) worker."""
+    path = tmp_path / "gate"
+    yield path
+    path.touch()
+
+
+@pytest.fixture
 def short_lived_connections():
     """Database connections opened on worker threads close after each use, so none is left open
     when the test database is dropped."""

@@ -32,7 +32,8 @@ def modern_request(method: str, request_id: Any = 1, *, meta: dict | None = None
             "params": {**params, "_meta": meta if meta is not None else envelope()}}
 
 
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 def modern_headers(message: dict | None = None, **extra: str) -> dict:

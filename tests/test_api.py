@@ -316,6 +316,22 @@ def test_calls_are_listed_filtered_and_cancelled(short_lived_connections):
     assert client.post(API + "calls/nope/cancel/").status_code == 404
 
 
+@pytest.mark.feature("TASK-11")
+@pytest.mark.django_db(transaction=True)
+def test_tasks_are_listed_beside_running_calls_and_filtered(short_lived_connections):
+    call_row("c-stream")
+    call_row("c-task", task=True, delivery="task", state=ToolCall.State.INPUT_REQUIRED,
+             input_requests={"colour": {"method": "elicitation/create", "params": {"message": "?"}}})
+    client = api(user_with("view_toolcall"))
+    listed = {c["id"]: c for c in client.get(API + "calls/").json()["results"]}
+    assert set(listed) == {"c-stream", "c-task"}
+    assert (listed["c-task"]["task"], listed["c-task"]["state"]) == (True, "input_required")
+    assert listed["c-task"]["input_requests"]["colour"]["method"] == "elicitation/create"
+    assert [c["id"] for c in client.get(API + "calls/", {"task": "true"}).json()["results"]] == ["c-task"]
+    assert [c["id"] for c in client.get(API + "calls/", {"task": "false"}).json()["results"]] == ["c-stream"]
+    assert client.get(API + "calls/", {"task": "maybe"}).status_code == 400
+
+
 # The OpenAPI schema -----------------------------------------------------------------------------
 EVERY_OPERATION = {
     ("/api/mcp/tools/", "get"), ("/api/mcp/tools/{name}/", "get"), ("/api/mcp/tools/{name}/", "patch"),

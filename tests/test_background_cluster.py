@@ -22,7 +22,14 @@ import pytest
 from mcp_server.http.liveness import REQUEST_STOPPED
 from mcp_server.models import ToolCall
 
-from .celery_support import CeleryWorker, celery_worker, rabbitmq_queue, redis_broker, require_rabbitmq
+from .celery_support import (
+    CeleryWorker,
+    processes_and_worker,
+    rabbitmq_queue,
+    redis_broker,
+    require_rabbitmq,
+    worker_beside,
+)
 from .http_cluster import (
     REDIS_HOST,
     REDIS_PORT,
@@ -54,27 +61,14 @@ def redis_url(db: int) -> str:
 
 def worker_on(redis_db: int, env: dict) -> contextlib.AbstractContextManager[CeleryWorker]:
     """A worker beside daphne processes started with ``env`` on Redis database ``redis_db``."""
-    return celery_worker(broker_url=env["CELERY_BROKER_URL"], redis_url=redis_url(redis_db),
-                         mcp_settings_json=json.dumps(SETTINGS), env=env)
+    return worker_beside(redis_db, env, SETTINGS)
 
 
 @pytest.fixture(scope="module")
 def deployment(django_db_setup, django_db_blocker):
     """Two daphne processes and one worker, all on one Redis database and one broker."""
-    require_services()
-    env = {"CELERY_BROKER_URL": redis_broker(BROKER_DB)}
-    with cluster(2, redis_db=REDIS_DB, mcp_settings=SETTINGS, env=env) as servers, \
-            worker_on(REDIS_DB, env) as worker:
-        yield servers, worker
-
-
-@pytest.fixture
-def gate(tmp_path):
-    """A gate file for ``background_job``, opened when the test ends: a call that a failed test
-    left waiting there does not hold the shared (single-task) worker."""
-    path = tmp_path / "gate"
-    yield path
-    path.touch()
+    with processes_and_worker(redis_db=REDIS_DB, broker_db=BROKER_DB, mcp_settings=SETTINGS) as deployed:
+        yield deployed
 
 
 class CallStream:

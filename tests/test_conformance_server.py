@@ -27,6 +27,9 @@ TOOLS = {
     # The 2026-07-28 scenarios' own (conformance/fixtures/modern.py).
     "test_missing_capability", "test_logging_tool", "test_trigger_tool_change",
     "test_trigger_prompt_change", "test_header_param", "test_streaming_elicitation",
+    # The tasks-* scenarios' (the Tasks extension, conformance/fixtures/tasks.py).
+    "greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input",
+    "test_tool_with_task",
 }
 PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
            "test_prompt_with_image", "test_input_required_result_prompt"}

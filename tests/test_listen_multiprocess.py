@@ -6,21 +6,15 @@ listen streams held by the other, filtered by what each subscribed to. Needs Pos
 
 from __future__ import annotations
 
-import json
-import queue
-import threading
 from typing import Any
 
-import httpx
 import pytest
 
 from mcp_protocol.envelope import SUBSCRIPTION_ID_KEY
 
 from .http_cluster import call_tool, cluster, new_session, redis_client, require_services
-from .http_harness import drop_connection, iter_events
-from .modern_support import envelope, modern_headers, modern_request
+from .listen_support import ListenStream
 from .waiting import PATIENCE
-from .wire import check_client_message, check_server_message
 
 REDIS_DB = 15
 REVISION = "2026-07-28"
@@ -39,55 +33,6 @@ def pair(django_db_setup, django_db_blocker):
 @pytest.fixture
 def urls(pair, transactional_db):
     return pair[0].url, pair[1].url
-
-
-class ListenStream:
-    """A ``subscriptions/listen`` POST read on a thread; every message is checked against the
-    2026-07-28 schema. ``messages`` is a queue of them (None at the stream's end)."""
-
-    def __init__(self, url: str, request_id: Any, notifications: dict):
-        self.request = modern_request("subscriptions/listen", request_id,
-                                      meta=envelope(client_info={"name": "listener", "version": "1"}),
-                                      notifications=notifications)
-        check_client_message(self.request, REVISION)
-        self.messages: queue.Queue[dict | None] = queue.Queue()
-        self.status: int | None = None
-        self.opened = threading.Event()
-        self._http = httpx.Client(timeout=httpx.Timeout(PATIENCE, read=None))
-        self._response: httpx.Response | None = None
-        self._thread = threading.Thread(target=self._read, args=(url,), daemon=True)
-        self._thread.start()
-        assert self.opened.wait(PATIENCE), "the listen stream did not open"
-
-    def _read(self, url: str) -> None:
-        headers = {k: v for k, v in modern_headers(self.request).items() if k != "host"}
-        try:
-            body = json.dumps(self.request)
-            with self._http.stream("POST", url, headers=headers, content=body) as response:
-                self._response = response
-                self.status = response.status_code
-                self.opened.set()
-                for event in iter_events(response):
-                    if event.message is not None:
-                        check_server_message(event.message, REVISION)
-                        self.messages.put(event.message)
-        except (httpx.HTTPError, RuntimeError):
-            pass
-        finally:
-            self.opened.set()
-            self.messages.put(None)
-
-    def next(self) -> dict:
-        try:
-            message = self.messages.get(timeout=PATIENCE)
-        except queue.Empty:
-            raise AssertionError(f"nothing on the listen stream within {PATIENCE}s") from None
-        assert message is not None, "the listen stream ended"
-        return message
-
-    def close(self) -> None:
-        """Drop the connection, as a client that goes away does."""
-        drop_connection(self._response, self._http, self._thread)
 
 
 def stamped(method: str, subscription_id: Any, **params: Any) -> dict:

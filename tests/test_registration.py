@@ -103,8 +103,8 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "diagnose",
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
-                         "touch_resource", "background_job", "idempotent_job", "background_confirm",
-                         "shape_registry", "background_touch"]
+                         "touch_resource", "background_job", "idempotent_job", "task_job",
+                         "background_confirm", "shape_registry", "background_touch"]
         assert server.close() == 0
 
 
@@ -542,10 +542,29 @@ def test_every_setting_is_covered_here():
                "VALIDATE_TOOL_CALL_RESULTS", "SERVER_CLASS", "AUTODISCOVER", "STDIO_MAX_LINE_BYTES",
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
                "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
-               "BACKGROUND_CALLS", "BACKGROUND_RETRIES", *AUTHENTICATION_SETTINGS,
+               "BACKGROUND_CALLS", "BACKGROUND_RETRIES", "TASK_TTL_MS", "TASK_POLL_INTERVAL_MS",
+               *AUTHENTICATION_SETTINGS,
                # Its keys: tests/test_authorization_server*.py.
                "AUTHORIZATION_SERVER"}
     assert covered == set(DEFAULTS)
+
+
+# --- TASK_TTL_MS, TASK_POLL_INTERVAL_MS: the Tasks extension's hints and expiry --------------------
+
+@pytest.mark.feature("TASK-09")
+def test_the_task_settings_are_the_hints_of_every_task_and_bad_values_are_refused():
+    from mcp_server.extensions.tasks import wire
+
+    with override_settings(MCP_SERVER=demo_with(TASK_TTL_MS=5000, TASK_POLL_INTERVAL_MS=250)):
+        assert (wire.ttl_ms(), wire.poll_interval_ms()) == (5000, 250)
+    with override_settings(MCP_SERVER=demo_with(TASK_TTL_MS=None)):
+        assert wire.ttl_ms() is None  # tasks never expire
+    for bad in ({"TASK_TTL_MS": 0}, {"TASK_TTL_MS": 1.5}, {"TASK_POLL_INTERVAL_MS": None},
+                {"TASK_POLL_INTERVAL_MS": True}):
+        with override_settings(MCP_SERVER=demo_with(**bad)), \
+                pytest.raises(ImproperlyConfigured, match=next(iter(bad))):
+            wire.ttl_ms()
+            wire.poll_interval_ms()
 
 
 # --- BACKGROUND_CALLS: where background tools run, and the checks of what Celery needs -----------

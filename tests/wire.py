@@ -37,13 +37,27 @@ RESULT_TYPES = {
 }
 
 
+# The Tasks extension (SEP-2663) on the 2026-07-28 wire: its definitions (schemas/tasks-extension.json)
+# are merged into that revision's schema, and its messages checked against them.
+TASKS_REVISION = "2026-07-28"
+TASK_REQUESTS = {"tasks/get": "GetTaskRequest", "tasks/update": "UpdateTaskRequest",
+                 "tasks/cancel": "CancelTaskRequest"}
+TASK_RESULTS = {"tasks/get": "GetTaskResult", "tasks/update": "TaskAckResult",
+                "tasks/cancel": "TaskAckResult"}
+TASK_NOTIFICATION = "notifications/tasks"
+
+
 class WireError(AssertionError):
     pass
 
 
 @cache
 def _document(revision: str) -> dict:
-    return json.loads((SCHEMAS / revision / "schema.json").read_text())
+    document = json.loads((SCHEMAS / revision / "schema.json").read_text())
+    if revision == TASKS_REVISION:
+        extension = json.loads((SCHEMAS / "tasks-extension.json").read_text())
+        document["$defs"].update(extension["$defs"])
+    return document
 
 
 @cache
@@ -92,6 +106,9 @@ def check_server_message(message: Any, revision: str, method: str | None = None)
             check_server_message(item, revision)
         return
     if "method" in message:
+        if revision == TASKS_REVISION and message["method"] == TASK_NOTIFICATION:
+            validate(message, revision, "TaskStatusNotification")
+            return
         kind = "ServerRequest" if "id" in message else "ServerNotification"
         envelope = "JSONRPCRequest" if "id" in message else "JSONRPCNotification"
         validate(message, revision, envelope)
@@ -104,7 +121,11 @@ def check_server_message(message: Any, revision: str, method: str | None = None)
         else "JSONRPCResponse"
     validate(message, revision, envelope)
     result = message["result"]
-    if isinstance(result, dict) and result.get("resultType") == "input_required":
+    if revision == TASKS_REVISION and method in TASK_RESULTS:
+        validate(result, revision, TASK_RESULTS[method])
+    elif isinstance(result, dict) and result.get("resultType") == "task":
+        validate(result, revision, "CreateTaskResult")
+    elif isinstance(result, dict) and result.get("resultType") == "input_required":
         # SEP-2322: any of the three producers may answer so instead of its own result type.
         validate(result, revision, "InputRequiredResult")
     elif method in RESULT_TYPES:
@@ -130,7 +151,9 @@ def check_client_message(message: Any, revision: str) -> None:
         for item in message:
             check_client_message(item, revision)
         return
-    if "method" in message:
+    if "method" in message and revision == TASKS_REVISION and message["method"] in TASK_REQUESTS:
+        validate(message, revision, TASK_REQUESTS[message["method"]])
+    elif "method" in message:
         kind = "ClientRequest" if "id" in message else "ClientNotification"
         envelope = "JSONRPCRequest" if "id" in message else "JSONRPCNotification"
         validate(message, revision, envelope)

@@ -24,17 +24,22 @@ def _json(value: Any) -> str:
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ["id", "tool", "short_arguments", "state", "session_id", "owner", "started_at",
+    list_display = ["id", "tool", "short_arguments", "state", "task", "session_id", "owner", "started_at",
                     "progress_now", "worker"]
-    list_filter = ["state"]
+    # Tasks (the Tasks extension) are calls too: the "task" filter shows them beside running calls.
+    list_filter = ["state", "task"]
     search_fields = ["id", "tool", "session_id"]
     ordering = ["-created_at"]
     list_select_related = ["owner"]
     actions = ["cancel_selected"]
     fields = ["id", "tool", "arguments_json", "state", "session_id", "request_id", "protocol_version",
               "owner", "created_at", "started_at", "finished_at", "progress_now", "delivery", "worker",
-              "attempts", "cancel_requested", "error", "response_json"]
+              "attempts", "cancel_requested", "task", "input_requests_json", "error", "response_json"]
     readonly_fields = fields
+
+    @admin.display(description="input requests")
+    def input_requests_json(self, call: ToolCall) -> str:
+        return _json(call.input_requests) if call.input_requests else "—"
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("mcp_server.change_toolcall")

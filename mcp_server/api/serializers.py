@@ -138,7 +138,7 @@ class ToolCallSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ToolCall
-        fields = ["id", "tool", "arguments", "session_id", "owner", "state", "progress", "total",
-                  "message", "worker", "cancel_requested", "attempts", "error", "created_at",
-                  "started_at", "finished_at"]
+        fields = ["id", "tool", "arguments", "session_id", "owner", "state", "task", "input_requests",
+                  "progress", "total", "message", "worker", "cancel_requested", "attempts", "error",
+                  "created_at", "started_at", "finished_at"]
         read_only_fields = fields

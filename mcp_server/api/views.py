@@ -176,13 +176,30 @@ class StateFilter(filters.BaseFilterBackend):
                  "schema": {"type": "string", "enum": list(ToolCall.State.values)}}]
 
 
+class TaskFilter(filters.BaseFilterBackend):
+    """``?task=true``: only the calls clients hold as tasks (the Tasks extension); ``false``: the others."""
+
+    def filter_queryset(self, request: Request, queryset: Any, view: Any) -> Any:
+        value = request.query_params.get("task")
+        if not value:
+            return queryset
+        if value not in ("true", "false"):
+            raise serializers.ValidationError({"task": [f"Must be true or false, not {value!r}."]})
+        return queryset.filter(task=value == "true")
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict]:
+        return [{"name": "task", "in": "query", "required": False,
+                 "description": "Only the calls held as tasks (true), or only the others (false).",
+                 "schema": {"type": "string", "enum": ["true", "false"]}}]
+
+
 class ToolCallViewSet(viewsets.ReadOnlyModelViewSet):
     """Background tool calls, newest first; ``POST .../cancel/`` cancels one wherever it runs."""
 
     permission_classes = [ModelPermissions]
     queryset = ToolCall.objects.none()
     serializer_class = ToolCallSerializer
-    filter_backends = [StateFilter]
+    filter_backends = [StateFilter, TaskFilter]
     schema = AutoSchema(tags=["calls"])
 
     def get_queryset(self) -> Any:

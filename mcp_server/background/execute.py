@@ -31,7 +31,14 @@ def process_name() -> str:
 
 class BackgroundContext(ServerContext):
     """The ``ServerContext`` of a background call: what it does in a web process, and its
-    progress is kept on the call's record too (written at most every ``WATCH_INTERVAL``)."""
+    progress is kept on the call's record too (written at most every ``WATCH_INTERVAL``).
+
+    ``task_input`` is set on a task's context (the Tasks extension): how its ``input_required``
+    results reach the client, instead of the request's own round trips."""
+
+    task_input: Any = None
+    # Where a task's notifications/tasks go (None: the default server's transport).
+    task_transport: Any = None
 
     def __init__(self, *args: Any, call_id: str, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -87,6 +94,10 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
         if ctx.cancellation.cancelled:
             state, response = records.State.CANCELLED, None
         await records.finish(ctx.call_id, state, response, error)
+        if ctx.task_input is not None:
+            from ..extensions.tasks.notify import publish
+
+            await publish(ctx.call_id, ctx.task_transport)
 
 
 async def _watch(ctx: BackgroundContext) -> None:

@@ -44,21 +44,19 @@ WORKER_STOPPED = "The worker running this call stopped before answering; send it
 
 
 async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) -> Any:
+    from ..extensions.tasks import run as tasks
+
+    as_task = tasks.wanted(ctx, tool)  # -32021 for a task-only tool the client cannot hold
+    if tool.prepares:
+        prepared = await tasks.prepare(ctx, tool, arguments)
+        if prepared is not None:
+            return prepared  # the client is asked first (input_required)
     transport, runtime = _reachable_runtime(ctx)
+    if as_task:
+        call = await _record(ctx, tool, arguments, transport, runtime, "task")
+        return await tasks.start(ctx, call, transport, runtime, tool, arguments)
     delivery = "local" if transport is None else _delivery(ctx)
-    session = ctx.session
-    record = getattr(session, "record", None)  # the stored session, over Streamable HTTP
-    call = await records.create(
-        server=transport.group if transport is not None else "", tool=tool.name, arguments=arguments,
-        params=ctx.params if isinstance(ctx.params, dict) else {},
-        session_id=record.id if record is not None else "", request_id=ctx.request_id,
-        request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
-        owner_id=session.user_id, delivery=delivery,
-        principal=session.principal.to_record() if session.principal is not None else None,
-        idempotent=bool((tool.annotations or {}).get("idempotentHint")),
-        web_channel=runtime.channel_key if runtime is not None else "",
-    )
-    ctx.instrumentation["background_call"] = call.id
+    call = await _record(ctx, tool, arguments, transport, runtime, delivery)
     if delivery == "local":
         return await _run_here(ctx, tool, arguments, call.id, runtime)
     unhook = ctx.cancellation.on_cancel(_cancel_forwarder(transport, call.id))
@@ -76,6 +74,24 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
         raise
     finally:
         unhook()
+
+
+async def _record(ctx: ServerContext, tool: Tool, arguments: dict, transport: Any, runtime: Any,
+                  delivery: str) -> ToolCall:
+    session = ctx.session
+    record = getattr(session, "record", None)  # the stored session, over Streamable HTTP
+    call = await records.create(
+        server=transport.group if transport is not None else "", tool=tool.name, arguments=arguments,
+        params=ctx.params if isinstance(ctx.params, dict) else {},
+        session_id=record.id if record is not None else "", request_id=ctx.request_id,
+        request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
+        owner_id=session.user_id, delivery=delivery, task=delivery == "task",
+        principal=session.principal.to_record() if session.principal is not None else None,
+        idempotent=bool((tool.annotations or {}).get("idempotentHint")),
+        web_channel=runtime.channel_key if runtime is not None else "",
+    )
+    ctx.instrumentation["background_call"] = call.id
+    return call
 
 
 def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | None, Runtime | None]:
@@ -140,7 +156,7 @@ async def cancel_call(transport: StreamableHTTPTransport, call_id: str) -> ToolC
     call = await records.request_cancel(call_id)
     if call is None:
         return None
-    if call.state == records.State.RUNNING and call.runner:
+    if call.state in (records.State.RUNNING, records.State.INPUT_REQUIRED) and call.runner:
         await transport.send_to_process(holder_channel(call.runner), cancel_message(call_id))
     elif call.state == records.State.CANCELLED and call.started_at is None:
         if celery_enabled():

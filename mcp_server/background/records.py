@@ -48,7 +48,7 @@ def _requeue(call_id: str, dead_runner: str, retries: int) -> bool:
 
 
 def _finish(call_id: str, state: str, response: dict | None = None, error: str = "",
-            from_states: tuple[str, ...] = (State.QUEUED, State.RUNNING)) -> bool:
+            from_states: tuple[str, ...] = (State.QUEUED, State.RUNNING, State.INPUT_REQUIRED)) -> bool:
     now = timezone.now()
     return bool(ToolCall.objects.filter(id=call_id, state__in=from_states).update(
         state=state, response=response, error=error, finished_at=now, updated_at=now))

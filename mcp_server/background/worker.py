@@ -85,6 +85,10 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
             "workers must run the same code as the web processes", data={"name": call.tool})
         response = jsonrpc.error_from(call.request_id, error)
         await records.finish(call.id, records.State.FAILED, response, str(error))
+        if call.task:
+            from ..extensions.tasks.notify import publish
+
+            await publish(call.id, transport)
         await outbound.respond(response)
         return "failed: unknown tool"
     cancellation = session.begin_request(call.request_id)
@@ -93,6 +97,10 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
                             params=call.params, message=jsonrpc.request(call.request_id, methods.TOOLS_CALL,
                                                                         call.params),
                             cancellation=cancellation, user_context=server.server_context, call_id=call.id)
+    if call.task:
+        from ..extensions.tasks.inputs import fulfil
+
+        ctx.task_input = fulfil
     try:
         result = await execute(ctx, tool, call.arguments)
         response = jsonrpc.response(call.request_id, result)
@@ -129,6 +137,10 @@ async def _session(transport: Any, runtime: Any, call: Any) -> Any:
 async def _unbound_session(transport: Any, runtime: Any, call: Any) -> Any:
     """The session the tool sees, as the web process would build it; None when it ended."""
     envelope = parse_envelope(call.params) if call.protocol_version else None
+    if envelope is not None and call.task:
+        from ..extensions.tasks.run import task_session
+
+        return task_session(transport.server, envelope)
     if envelope is not None:
         return ModernSession(transport.server, envelope, listen_supported=True,
                              outbound=RelayOutbound(runtime, call))

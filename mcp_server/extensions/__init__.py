@@ -1,3 +1,4 @@
 from .mcp_apps import Apps
+from .tasks import Tasks
 
-__all__ = ["Apps"]
+__all__ = ["Apps", "Tasks"]

@@ -8,7 +8,7 @@ from typing import Any
 from mcp_protocol import methods
 
 from ..modern.discover import discover
-from . import completion, lifecycle, prompts, resources, tools
+from . import completion, lifecycle, prompts, resources, tasks, tools
 
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -28,6 +28,10 @@ BUILTIN_METHODS: dict[str, tuple[Handler, str | None]] = {
     methods.RESOURCES_SUBSCRIBE: (resources.subscribe, "resources.subscribe"),
     methods.RESOURCES_UNSUBSCRIBE: (resources.unsubscribe, "resources.subscribe"),
     methods.COMPLETION_COMPLETE: (completion.complete, "completions"),
+    # The Tasks extension: each checks that the server and the request declare it.
+    "tasks/get": (tasks.get_task, None),
+    "tasks/update": (tasks.update_task, None),
+    "tasks/cancel": (tasks.cancel_task, None),
 }
 
 

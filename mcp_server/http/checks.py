@@ -161,7 +161,9 @@ def check_protocol_version(request: Request) -> str:
 
 
 # The body parameter that ``Mcp-Name`` mirrors, per method (SEP-2243).
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+               # The Tasks extension routes its requests by task id (SEP-2663).
+               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
 
 

@@ -12,9 +12,12 @@ from mcp_protocol.errors import INVALID_PARAMS, MCPError
 from mcp_protocol.subscriptions import LIST_FLAGS as FLAGS
 from mcp_protocol.subscriptions import RESOURCE_SUBSCRIPTIONS, declared
 
+# The Tasks extension's filter key: the tasks whose notifications/tasks the stream wants.
+TASK_IDS = "taskIds"
+NOTIFICATIONS_TASKS = "notifications/tasks"
 # Every notification a listen stream can carry (a log message, say, is none of them).
 LISTENABLE = frozenset({method for _capability, _feature, method in FLAGS.values()}
-                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED})
+                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED, NOTIFICATIONS_TASKS})
 
 
 def _bad(message: str) -> MCPError:
@@ -36,16 +39,20 @@ def parse_requested(params: Any, max_uris: int | None = None) -> dict[str, Any]:
             if not isinstance(notifications[flag], bool):
                 raise _bad(f"notifications.{flag} must be a boolean")
             requested[flag] = notifications[flag]
-    if RESOURCE_SUBSCRIPTIONS in notifications:
-        uris = notifications[RESOURCE_SUBSCRIPTIONS]
-        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
-            raise _bad(f"notifications.{RESOURCE_SUBSCRIPTIONS} must be an array of URI strings")
-        if max_uris is not None and len(set(uris)) > max_uris:
-            raise MCPError(f"Invalid params: notifications.{RESOURCE_SUBSCRIPTIONS} names {len(set(uris))} "
-                           f"resources, more than the {max_uris} allowed", code=INVALID_PARAMS,
-                           data={"limit": max_uris})
-        requested[RESOURCE_SUBSCRIPTIONS] = uris
+    for key, what in ((RESOURCE_SUBSCRIPTIONS, ("URI", "resources")), (TASK_IDS, ("task id", "tasks"))):
+        if key in notifications:
+            requested[key] = _strings(notifications[key], key, what, max_uris)
     return requested
+
+
+def _strings(values: Any, key: str, what: tuple[str, str], limit: int | None) -> list[str]:
+    """A list of strings naming at most ``limit`` different things (``what``: one, several)."""
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise _bad(f"notifications.{key} must be an array of {what[0]} strings")
+    if limit is not None and len(set(values)) > limit:
+        raise MCPError(f"Invalid params: notifications.{key} names {len(set(values))} {what[1]}, "
+                       f"more than the {limit} allowed", code=INVALID_PARAMS, data={"limit": limit})
+    return values
 
 
 @dataclass(frozen=True)
@@ -55,13 +62,16 @@ class ListenFilter:
     methods: frozenset[str]
     uris: frozenset[str] | None  # None: no resourceSubscriptions honoured
     wire: dict[str, Any]  # as the acknowledgement states it
+    task_ids: frozenset[str] = frozenset()
 
     def wants(self, message: dict) -> bool:
         method = message.get("method")
+        params = message.get("params")
         if method == methods.NOTIFICATIONS_RESOURCES_UPDATED:
-            params = message.get("params")
             uri = params.get("uri") if isinstance(params, dict) else None
             return self.uris is not None and uri in self.uris
+        if method == NOTIFICATIONS_TASKS:
+            return isinstance(params, dict) and params.get("taskId") in self.task_ids
         return method in self.methods
 
 
@@ -79,4 +89,10 @@ def honour(requested: dict[str, Any], capabilities: dict[str, Any]) -> ListenFil
         ordered = list(dict.fromkeys(requested[RESOURCE_SUBSCRIPTIONS]))
         uris = frozenset(ordered)
         wire[RESOURCE_SUBSCRIPTIONS] = ordered
-    return ListenFilter(frozenset(wanted), uris, wire)
+    task_ids: list[str] = []
+    if TASK_IDS in requested and isinstance(capabilities.get("extensions"), dict) \
+            and "io.modelcontextprotocol/tasks" in capabilities["extensions"]:
+        # Only the tasks the caller may see are honoured (serve_listen narrowed the list).
+        task_ids = list(dict.fromkeys(requested[TASK_IDS]))
+        wire[TASK_IDS] = task_ids
+    return ListenFilter(frozenset(wanted), uris, wire, frozenset(task_ids))

@@ -20,7 +20,7 @@ from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
 from .errors import HTTPError
-from .listen_filter import ListenFilter, honour, parse_requested
+from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
 from .session import request_key
 from .sse import SSEResponse
 
@@ -147,6 +147,14 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     except MCPError as error:
         raise _refused(400, error, request_id) from None
 
+    if TASK_IDS in requested:
+        from ..extensions.tasks.access import visible_task_ids
+
+        try:
+            requested[TASK_IDS] = await visible_task_ids(requested[TASK_IDS], envelope,
+                                                         consumer.principal)
+        except MCPError as error:
+            raise _refused(400, error, request_id) from None
     runtime = await transport.ensure_runtime()
     registry = runtime.listens
     limit = transport.max_listen_subscriptions

@@ -1,8 +1,9 @@
 """The standard request headers of the 2026-07-28 revision, checked against the body (SEP-2243).
 
 ``Mcp-Method`` on every request, ``Mcp-Name`` on ``tools/call``, ``resources/read`` and
-``prompts/get``, and one ``Mcp-Param-{Name}`` per tool argument whose input-schema property
-carries ``x-mcp-header`` (HTTP-28). Any violation is -32020 (HeaderMismatch), answered with 400.
+``prompts/get`` (and, when sent, on the Tasks extension's ``tasks/*``), and one
+``Mcp-Param-{Name}`` per tool argument whose input-schema property carries ``x-mcp-header``
+(HTTP-28). Any violation is -32020 (HeaderMismatch), answered with 400.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from mcp_protocol import methods
 from mcp_protocol.errors import HEADER_MISMATCH, MCPError
 
+from ..extensions.tasks import TASK_METHODS
 from .checks import NAME_PARAMS, Request, decode_header_value
 
 PARAM_HEADER_PREFIX = "mcp-param-"
@@ -38,6 +40,8 @@ def check_modern_headers(request: Request, tools: Mapping[str, Any], method: str
         return
     body_value = params.get(name_param) if isinstance(params, dict) else None
     header_name = request.header("mcp-name")
+    if header_name is None and method in TASK_METHODS:
+        return  # checked when sent (SEP-2663 routing); a client that leaves it out is still served
     if header_name is None:
         raise HeaderMismatchError(f"Header mismatch: the Mcp-Name header is required for {method}")
     if decode_header_value(header_name.strip()) != body_value:

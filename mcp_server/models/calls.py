@@ -18,6 +18,8 @@ class ToolCall(models.Model):
     class State(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
+        # A task waiting for the client's answers to its ``input_requests`` (Tasks extension).
+        INPUT_REQUIRED = "input_required", "input required"
         COMPLETED = "completed"
         FAILED = "failed"
         CANCELLED = "cancelled"
@@ -59,6 +61,14 @@ class ToolCall(models.Model):
     # may run again, ``attempts`` counting the runs started.
     idempotent = models.BooleanField(default=False)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # The Tasks extension (SEP-2663): whether the client holds this call as a task (it polls
+    # tasks/get instead of waiting on the request), what the tool asks the client while
+    # ``input_required`` (key -> {method, params}), the answers given with tasks/update and not yet
+    # read by the tool, and every key ever asked (a key is never asked twice in one task).
+    task = models.BooleanField(default=False, db_index=True)
+    input_requests = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
+    input_responses = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
+    asked_keys = models.JSONField(default=list, blank=True, encoder=CompactJSONEncoder)
     # The JSON-RPC response it ended with (None while it runs, and for a cancelled call).
     response = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
     error = models.TextField(blank=True, default="")

@@ -60,6 +60,12 @@ def tool_annotations(annotations: dict | None) -> dict | None:
     return {**ANNOTATION_DEFAULTS, **wire}
 
 
+def _check_task_only(task_only: bool, background: bool) -> bool:
+    if task_only and not background:
+        raise ValueError("task_only=True needs background=True: only background calls become tasks")
+    return task_only
+
+
 class Tool:
     """A tool the model can call.
 
@@ -78,6 +84,9 @@ class Tool:
     meta: ClassVar[dict | None] = None
     # Run on a Celery worker instead of the web process (issue of background tools).
     background: ClassVar[bool] = False
+    # A background tool that only runs as a task (Tasks extension): a client that does not declare
+    # the extension gets -32021 instead of a call held open for it.
+    task_only: ClassVar[bool] = False
     # OAuth scopes and Django permissions ("app_label.codename") a principal needs: without them
     # the tool is not listed, and a call is refused (over HTTP, 403 insufficient_scope).
     required_scopes: ClassVar[tuple[str, ...]] = ()
@@ -94,6 +103,7 @@ class Tool:
         cls.meta = check_meta(cls.meta)
         cls.required_scopes = check_required_scopes(cls.required_scopes)
         cls.permissions = check_permissions(cls.permissions)
+        cls.task_only = _check_task_only(bool(cls.task_only), bool(cls.background))
 
     def __init__(self) -> None:
         # Handlers get the arguments as keywords; Tool.define handlers get one dict instead.
@@ -104,6 +114,17 @@ class Tool:
 
     def call(self, **arguments: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement call()")
+
+    def prepare(self, arguments: dict, server_context: Any) -> Any:
+        """A background tool's step in the web process before its call is queued: return an
+        :class:`~mcp_server.InputRequiredResult` to ask the client first (SEP-2322 rounds, answered
+        before any task exists), or None to go on. The handler then reads those answers from
+        ``server_context.input_responses``. The default asks nothing."""
+        return None
+
+    @property
+    def prepares(self) -> bool:
+        return type(self).prepare is not Tool.prepare
 
     @classmethod
     def define(
@@ -119,6 +140,7 @@ class Tool:
         annotations: dict | None = None,
         meta: dict | None = None,
         background: bool = False,
+        task_only: bool = False,
         required_scopes: list[str] | tuple[str, ...] = (),
         permissions: list[str] | tuple[str, ...] = (),
     ) -> Any:
@@ -132,7 +154,8 @@ class Tool:
                 function, arguments_as_dict=True, name=name, title=title,
                 description=description, icons=icons, input_schema=input_schema,
                 output_schema=output_schema, annotations=annotations, meta=meta,
-                background=background, required_scopes=required_scopes, permissions=permissions,
+                background=background, task_only=task_only, required_scopes=required_scopes,
+                permissions=permissions,
             )
 
         return build(handler) if handler is not None else build
@@ -182,6 +205,7 @@ class _FunctionTool(Tool):
         self.annotations = tool_annotations(fields.get("annotations"))
         self.meta = check_meta(fields.get("meta"))
         self.background = bool(fields.get("background", False))
+        self.task_only = _check_task_only(bool(fields.get("task_only", False)), self.background)
         self.required_scopes = check_required_scopes(fields.get("required_scopes", ()))
         self.permissions = check_permissions(fields.get("permissions", ()))
         self._arguments_as_dict = arguments_as_dict
@@ -202,6 +226,7 @@ def tool_from_function(
     annotations: dict | None = None,
     meta: dict | None = None,
     background: bool = False,
+    task_only: bool = False,
     required_scopes: list[str] | tuple[str, ...] = (),
     permissions: list[str] | tuple[str, ...] = (),
 ) -> Tool:
@@ -215,7 +240,7 @@ def tool_from_function(
         name=name or function.__name__, title=title,
         description=description if description is not None else inspect.getdoc(function),
         icons=icons, input_schema=schema, output_schema=output_schema,
-        annotations=annotations, meta=meta, background=background,
+        annotations=annotations, meta=meta, background=background, task_only=task_only,
         structured_output=output_schema is not None, required_scopes=required_scopes,
         permissions=permissions,
     )

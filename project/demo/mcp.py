@@ -120,7 +120,11 @@ STYLES = ["casual", "formal", "pirate"]
 @mcp_server.tool(background=True)
 def count_in_background(server_context: ServerContext, to: int = 5) -> str:
     """Count to ``to``, one step a second, with progress: a long call, run by a Celery worker when
-    the project has a broker (CELERY_BROKER_URL), else in the web process. Cancel it any time."""
+    the project has a broker (CELERY_BROKER_URL), else in the web process. Cancel it any time.
+
+    The same code serves every client: a 2026-07-28 client that declares the Tasks extension gets
+    a task handle at once and polls it (its progress is the task's statusMessage); any other
+    client keeps the request open and gets progress notifications on its stream."""
     for step in range(1, to + 1):
         if server_context.cancellation.wait(1.0):  # a second, or less if cancelled
             server_context.raise_if_cancelled()

@@ -147,6 +147,32 @@ def idempotent_job(server_context: ServerContext, steps: int = 3, gate: str | No
     return _background_job(server_context, steps, gate, False, limit, 0)
 
 
+@mcp_server.tool(background=True)
+def task_job(server_context: ServerContext, gate: str | None = None, ask: bool = False,
+             marker: str | None = None, limit: float = 60.0) -> str | InputRequiredResult:
+    """A background call for the Tasks extension's tests: (with ``ask``) asks a colour first with
+    input_required, then (with ``gate``) waits until that file exists or the call is cancelled,
+    writing ``marker`` when it sees the cancel. Returns, as JSON, its process and the colour."""
+    colour = None
+    if ask:
+        answer = server_context.input_response("colour")
+        if not isinstance(answer, dict):
+            return InputRequiredResult({"colour": InputRequiredResult.form_elicitation(
+                "Which colour?", COLOUR_SCHEMA)})
+        colour = (answer.get("content") or {}).get("colour")
+    if gate:
+        deadline = time.monotonic() + limit
+        while not os.path.exists(gate):
+            if server_context.cancelled() and marker:
+                with open(marker, "w") as seen:
+                    seen.write(str(os.getpid()))
+            server_context.raise_if_cancelled()
+            if time.monotonic() > deadline:
+                return json.dumps({"error": "the gate never opened"})
+            server_context.cancellation.wait(0.02)
+    return json.dumps({"pid": os.getpid(), "colour": colour})
+
+
 def _background_job(server_context: ServerContext, steps: int, gate: str | None, ask: bool,
                     limit: float, after_gate: int) -> str:
     total = steps + after_gate

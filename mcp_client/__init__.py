@@ -28,12 +28,14 @@ from .errors import (
     UnauthorizedError,
     ValidationError,
 )
-from .modern import InputRequiredError
+from .input_required import COMPLETE, INPUT_REQUIRED, InputRequiredError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 __all__ = [
+    "COMPLETE",
+    "INPUT_REQUIRED",
     "AsyncClient",
     "AuthorizationError",
     "BadRequestError",

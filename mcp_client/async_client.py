@@ -11,10 +11,10 @@ import asyncio
 import collections
 import contextlib
 import copy
-import inspect
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +35,9 @@ from .errors import (
     TransportError,
     ValidationError,
 )
-from .modern import InputRequiredError, mutual_version
+from .handlers import call_handler, maybe_await
+from .input_required import DEFAULT_MAX_ROUNDS, DRIVEN_METHODS, drive, result_type
+from .modern import mutual_version
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
@@ -52,9 +54,13 @@ class AsyncClient:
     """An MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
 
     def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
-                 input_required_max_rounds: int = 10):
+                 input_required_max_rounds: int = DEFAULT_MAX_ROUNDS):
         if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
+        if isinstance(input_required_max_rounds, bool) or not isinstance(input_required_max_rounds, int) \
+                or input_required_max_rounds < 0:
+            raise ValueError("input_required_max_rounds must be a non-negative integer (0: drive by "
+                             f"hand), not {input_required_max_rounds!r}")
         self.transport = transport
         self._wire = adapt(transport)
         # Whether the transport reports when a request's bytes are handed off (CAN-08, CAN-09).
@@ -74,6 +80,7 @@ class AsyncClient:
         # The 2026-07-28 ``_meta`` envelope every request carries; None in the handshake era.
         self._envelope: dict | None = None
         self.discover_timeout = DISCOVER_TIMEOUT
+        self._probe_timed_out = False
 
     # Connection ------------------------------------------------------------------------------
     @property
@@ -109,7 +116,7 @@ class AsyncClient:
         adopts the 2026-07-28 lifecycle when both sides speak a modern revision, else falls back
         to the ``initialize`` handshake; ``"modern"`` is discover only (an error when the server
         has no mutual modern revision); ``"legacy"`` is the handshake with no probe. Without a
-        mode the handshake is used, for now. A pinned ``protocol_version`` picks its era. A
+        mode it is ``"auto"``. A pinned ``protocol_version`` picks its era. A
         custom transport whose ``connect`` declares no ``mode`` gets ``connect()`` and the
         handshake, and an explicit ``mode`` raises. The result is the ``initialize`` result, or
         the discover result in its shape (``protocolVersion``, ``capabilities``, ``serverInfo``,
@@ -118,10 +125,10 @@ class AsyncClient:
         if self.connected:
             return self.server_info
         mode = _mode(mode, protocol_version)
-        # What happens: a pinned handshake revision, no mode, or a transport that knows no mode
-        # (and so no modern era) gets the handshake; a pinned modern revision or mode= the rest.
+        # What happens: a pinned handshake revision, or a custom transport that knows no mode (and
+        # so no modern era), gets the handshake; no mode on a bundled transport is auto.
         pinned_legacy = versions.is_handshake_version(protocol_version)
-        effective = LEGACY_MODE if pinned_legacy else (mode or LEGACY_MODE)
+        effective = LEGACY_MODE if pinned_legacy else (mode or AUTO_MODE)
         if isinstance(self._wire, RequestResponseTransport):
             if mode is not None and not self._wire.connect_takes_mode:
                 raise ValueError(f"mode={mode!r} needs a transport whose connect() takes mode=; "
@@ -138,7 +145,7 @@ class AsyncClient:
             if effective != LEGACY_MODE:
                 result = await self._discover(effective, protocol_version, declared, client_info)
             if result is None:
-                result = await self._initialize(protocol_version, declared, client_info)
+                result = await self._fall_back(protocol_version, declared, client_info)
         except BaseException:
             # Nothing half-open stays behind (a spawned process, an HTTP client): a later
             # connect() starts from scratch.
@@ -152,6 +159,19 @@ class AsyncClient:
             if self._server_requests or self._notifications:
                 await self._listen()
         return result
+
+    async def _fall_back(self, protocol_version: str | None, declared: dict, client_info: dict) -> dict:
+        """The handshake after auto mode's probe; a server slower to start than the probe's bound
+        may have answered it late and taken the 2026-07-28 lifecycle, refusing ``initialize``
+        (-32601): then the modern lifecycle is followed after all."""
+        timed_out, self._probe_timed_out = self._probe_timed_out, False
+        try:
+            return await self._initialize(protocol_version, declared, client_info)
+        except ServerError as exc:
+            if not (timed_out and exc.code == METHOD_NOT_FOUND):
+                raise
+        logger.info("the server refused initialize after a late server/discover: probing again")
+        return await self._discover(MODERN_MODE, protocol_version, declared, client_info)
 
     async def _initialize(self, protocol_version: str | None, declared: dict, client_info: dict) -> dict:
         params = {"protocolVersion": protocol_version or versions.LATEST_HANDSHAKE_VERSION,
@@ -171,18 +191,19 @@ class AsyncClient:
         does not answer it or speaks no modern revision we do, so the handshake follows."""
         wanted = pinned if versions.is_modern_version(pinned) else None
         probe_version = wanted or versions.MODERN_VERSIONS[0]
-        self._envelope = modern.envelope(probe_version, declared, client_info)
         adopt = getattr(self._wire, "adopt_modern", None)
-        if adopt is not None:
-            adopt(probe_version)
         try:
-            if mode == AUTO_MODE:
-                discovered = await asyncio.wait_for(
-                    self._request(methods.SERVER_DISCOVER, None), self.discover_timeout)
-            else:
-                discovered = await self._request(methods.SERVER_DISCOVER, None)
+            try:
+                discovered = await self._probe(mode, probe_version, declared, client_info)
+            except ServerError as exc:
+                # -32022 names the revisions the server speaks: one more probe with one of ours.
+                retry = modern.supported_on_refusal(exc.code, exc.data, wanted)
+                if retry is None:
+                    raise
+                discovered = await self._probe(mode, retry, declared, client_info)
         except (ServerError, HTTPStatusError, TimeoutError) as exc:
             self._leave_modern()
+            self._probe_timed_out = isinstance(exc, TimeoutError)
             if mode == MODERN_MODE:
                 raise ClientError(f"the server does not speak the 2026-07-28 lifecycle: "
                                   f"server/discover failed ({exc})") from exc
@@ -198,7 +219,22 @@ class AsyncClient:
         self._envelope = modern.envelope(version, declared, client_info)
         if adopt is not None:
             adopt(version)
+        for deprecated in modern.deprecated_capabilities(declared):
+            warnings.warn(f"the {deprecated} client capability is deprecated as of 2026-07-28 (SEP-2577); "
+                          "it still works, but servers are moving to other means", DeprecationWarning,
+                          stacklevel=3)
         return modern.connection_info(discovered, version)
+
+    async def _probe(self, mode: str, version: str, declared: dict, client_info: dict) -> Any:
+        """One ``server/discover`` in the envelope of ``version``; bounded in auto mode, where a
+        handshake-era server may never answer it."""
+        self._envelope = modern.envelope(version, declared, client_info)
+        adopt = getattr(self._wire, "adopt_modern", None)
+        if adopt is not None:
+            adopt(version)
+        if mode == AUTO_MODE:
+            return await asyncio.wait_for(self._request(methods.SERVER_DISCOVER, None), self.discover_timeout)
+        return await self._request(methods.SERVER_DISCOVER, None)
 
     def _leave_modern(self) -> None:
         self._envelope = None
@@ -346,8 +382,13 @@ class AsyncClient:
     async def call_tool(self, name: str | None = None, arguments: dict | None = None, *,
                         tool: Tool | None = None, progress_token: Any = None,
                         on_progress: Callable | None = None, meta: dict | None = None,
-                        cancellation: Cancellation | None = None) -> CallToolResult:
+                        cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                        request_state: str | None = None) -> CallToolResult:
         """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress.
+
+        On a 2026-07-28 connection, ``input_required`` answers are driven through the registered
+        handlers; ``input_responses=`` and ``request_state=`` retry one by hand (see
+        ``InputRequiredError``).
 
         ``structuredContent`` is checked against the tool's output schema when ``tools()`` or
         ``list_tools()`` has shown it.
@@ -364,7 +405,8 @@ class AsyncClient:
         if on_progress is not None:
             self._progress[progress_token] = on_progress
         try:
-            result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation)
+            result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation,
+                                      input_responses=input_responses, request_state=request_state)
         finally:
             self._progress.pop(progress_token, None)
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):
@@ -402,9 +444,12 @@ class AsyncClient:
         return await self._collect(self.list_resource_templates, meta, cancellation)
 
     async def read_resource(self, uri: str, *, meta: dict | None = None,
-                            cancellation: Cancellation | None = None) -> list[dict]:
-        """The ``contents`` of a resource (an empty list when the server sends none)."""
-        result = await self._call(methods.RESOURCES_READ, {"uri": uri}, meta=meta, cancellation=cancellation)
+                            cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                            request_state: str | None = None) -> list[dict]:
+        """The ``contents`` of a resource (an empty list when the server sends none); drives
+        ``input_required`` like ``call_tool``."""
+        result = await self._call(methods.RESOURCES_READ, {"uri": uri}, meta=meta, cancellation=cancellation,
+                                  input_responses=input_responses, request_state=request_state)
         if not isinstance(result, dict):
             raise ValidationError(f"resources/read result must be an object: {result!r}")
         contents = result.get("contents") or []
@@ -434,11 +479,14 @@ class AsyncClient:
         return await self._collect(self.list_prompts, meta, cancellation)
 
     async def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
-                         cancellation: Cancellation | None = None) -> dict:
+                         cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                         request_state: str | None = None) -> dict:
+        """The prompt's result dict; drives ``input_required`` like ``call_tool``."""
         params: dict[str, Any] = {"name": name}
         if arguments:
             params["arguments"] = {key: str(value) for key, value in arguments.items()}
-        result = await self._call(methods.PROMPTS_GET, params, meta=meta, cancellation=cancellation)
+        result = await self._call(methods.PROMPTS_GET, params, meta=meta, cancellation=cancellation,
+                                  input_responses=input_responses, request_state=request_state)
         if not isinstance(result, dict) or not isinstance(result.get("messages"), list):
             raise ValidationError(f"prompts/get result needs a messages list: {result!r}")
         return result
@@ -493,9 +541,22 @@ class AsyncClient:
 
     # The wire --------------------------------------------------------------------------------
     async def _call(self, method: str, params: dict | None, *, meta: dict | None = None,
-                    cancellation: Cancellation | None = None) -> Any:
+                    cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                    request_state: str | None = None) -> Any:
         if not self.connected:
             raise NotConnectedError(f"call connect() before {method}")
+        if self.is_modern and method in modern.HANDSHAKE_ONLY:
+            raise ClientError(f"{method} is not part of the 2026-07-28 lifecycle this connection speaks; "
+                              "connect with mode='legacy' to use it")
+        if self.is_modern and method in DRIVEN_METHODS:
+            # input_required answers are driven through the registered handlers (SEP-2322).
+            return await drive(
+                method, params, handlers=self._server_requests, max_rounds=self.input_required_max_rounds,
+                input_responses=input_responses, request_state=request_state,
+                send=lambda leg: self._request(method, leg, meta=meta, cancellation=cancellation))
+        if input_responses is not None or request_state is not None:
+            raise ValueError("input_responses and request_state answer an input_required result of "
+                             "the 2026-07-28 lifecycle; this connection speaks the handshake era")
         return await self._request(method, params, meta=meta, cancellation=cancellation)
 
     async def _request(self, method: str, params: dict | None, *, meta: dict | None = None,
@@ -533,9 +594,8 @@ class AsyncClient:
         if "result" not in message:
             raise ValidationError(f"the response to {method} has no result: {message!r}")
         result = message["result"]
-        if self._envelope is not None and isinstance(result, dict) \
-                and result.get("resultType") == "input_required":
-            raise InputRequiredError(method, result)
+        if self._envelope is not None:
+            result_type(method, result)  # an unknown resultType is an invalid answer (SEP-2322)
         return result
 
     async def _send_request(self, message: dict, answer: asyncio.Future, on_sent: Callable[[], None]) -> None:
@@ -650,7 +710,7 @@ class AsyncClient:
                 calls.append((specific, params))
         for callback, argument in calls:
             try:
-                await _maybe_await(callback(argument))
+                await maybe_await(callback(argument))
             except Exception:
                 logger.exception("notification callback for %s failed", method)
 
@@ -663,7 +723,7 @@ class AsyncClient:
             response = jsonrpc.error_response(request_id, METHOD_NOT_FOUND, "Method not found", method)
         else:
             try:
-                result = await _maybe_await(_call_handler(handler, request.get("params") or {}))
+                result = await maybe_await(call_handler(handler, request.get("params") or {}))
                 response = jsonrpc.response(request_id, result)
             except ServerRequestError as exc:
                 response = jsonrpc.error_response(request_id, exc.code, exc.message, exc.data)
@@ -698,17 +758,6 @@ def _mode(mode: str | None, protocol_version: str | None) -> str | None:
 
 def _failed(task: asyncio.Task) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
-
-
-def _call_handler(handler: Callable, params: dict) -> Any:
-    if inspect.iscoroutinefunction(handler):
-        return handler(params)
-    # A plain handler may block (a person answering): keep the event loop free.
-    return asyncio.to_thread(handler, params)
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 def _with_meta(params: dict | None, meta: dict | None) -> dict | None:

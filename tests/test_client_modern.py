@@ -50,7 +50,8 @@ async def served(short_lived_connections):  # noqa: F811
 async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_it(served):
     recorded: list[httpx.Request] = []
     client = client_over(served(), recorded)
-    result = await client.connect(mode="auto", client_info={"name": "t", "version": "1"})
+    # No mode is auto mode.
+    result = await client.connect(client_info={"name": "t", "version": "1"})
     assert client.is_modern and client.protocol_version == MODERN == result["protocolVersion"]
     assert client.server_implementation == {"name": "modern", "version": "2.0"}
     assert client.instructions == "Use echo."
@@ -84,7 +85,8 @@ async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_i
 @pytest.mark.feature("CLI-02", "CLI-04")
 async def test_legacy_mode_and_a_pinned_handshake_revision_never_probe(served):
     app = served()
-    for options in ({"mode": "legacy"}, {}, {"mode": "auto", "protocol_version": "2025-06-18"}):
+    for options in ({"mode": "legacy"}, {"protocol_version": "2025-11-25"},
+                    {"mode": "auto", "protocol_version": "2025-06-18"}):
         recorded: list[httpx.Request] = []
         client = client_over(app, recorded)
         result = await client.connect(**options)
@@ -180,7 +182,7 @@ async def test_tools_with_invalid_x_mcp_header_declarations_are_left_out(caplog)
         assert [tool.name for tool in await client.tools()] == ["good"]
     assert "leaving out tool 'bad'" in caplog.text
     assert (await client.call_tool("good", {"b": "é"})).text == "ok"
-    # Rounds of input are not answered automatically yet: the caller is told, with the requests.
+    # No roots handler is registered: the caller is told, with the requests, to answer them.
     with pytest.raises(InputRequiredError, match="input_required") as needs:
         await client.call_tool("asks", {})
     assert needs.value.result["inputRequests"]["r1"]["method"] == "roots/list"

@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     if options.log_level:
         client.on_log_message(show_log(err))
     try:
-        client.connect()
+        # The handshake era (logging/setLevel, live elicitations) until the command line takes --mode.
+        client.connect(mode="legacy")
         if options.log_level and "logging" in client.server_capabilities:
             client.set_logging_level(options.log_level)
         return run(client, options, out, err)

@@ -16,9 +16,11 @@ checked against the schema of its revision.
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 
+from conformance.run import MODERN_CLIENT_SCENARIOS
 from mcp_client import AsyncClient, apply_defaults
 
 from .client_support import (
@@ -31,6 +33,7 @@ from .client_support import (
 from .harness import REPO
 from .http_support import HOOKS, running
 from .modern_support import MODERN
+from .services import require
 
 INTEROP = REPO / "tests" / "interop"
 
@@ -162,3 +165,25 @@ async def test_a_session_with_a_handshake_era_only_server_by_falling_back():
     assert seen["asked"] == "done: deploy" and asked[0]["message"] == "Confirm deploy?"
     assert seen["read"] == "The TypeScript SDK server." and seen["prompt"] == "Greet Ada."
     await client.close()
+
+
+MODERN_SAMPLE = ["request-metadata", "sep-2322-client-request-state", "http-custom-headers",
+                 "auth/iss-supported"]
+
+
+@pytest.mark.feature("CONF-02", "MRTR-12", "CLI-15")
+def test_the_official_suite_passes_a_sample_of_its_2026_07_28_client_scenarios(tmp_path):
+    """``conformance/run --suite 0.2-modern --client-scenario ...``: the alpha's 2026-07-28 leg runs
+    its client scenarios against conformance/client. CI runs them all as part of ``conformance/run``."""
+    suite = REPO / "conformance" / "suite-0.2" / "node_modules" / "@modelcontextprotocol" / "conformance"
+    require(shutil.which("node") is not None and suite.is_dir(),
+            "node or the conformance suite is missing (conformance/run installs it)")
+    finished = subprocess.run(
+        [str(REPO / "conformance" / "run"), "--suite", "0.2-modern", "--results", str(tmp_path),
+         *(f"--client-scenario={name}" for name in MODERN_SAMPLE)],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    lines = [line for line in finished.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert lines == [f"PASS {name} (0.2.0-alpha.12-2026-07-28, client)" for name in MODERN_SAMPLE], \
+        finished.stdout + finished.stderr
+    assert finished.returncode == 0
+    assert set(MODERN_SAMPLE) <= set(MODERN_CLIENT_SCENARIOS) and len(MODERN_CLIENT_SCENARIOS) == 13

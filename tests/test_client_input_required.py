@@ -174,7 +174,7 @@ async def test_each_input_request_is_answered_by_its_handler_and_the_request_rei
     assert set(client.sent[-1]["params"]) == {"_meta"}
 
 
-@pytest.mark.feature("MRTR-12", "SMP-06", "MRTR-17", "ROOT-05")
+@pytest.mark.feature("MRTR-12", "SMP-06", "MRTR-17", "ROOT-05", "MOD-15")
 async def test_sampling_with_tools_and_roots_are_answered_in_one_round(modern_client):
     client = modern_client
     sampled.seen = []
@@ -211,7 +211,7 @@ async def test_state_only_legs_back_off_and_reset_after_a_leg_with_input(modern_
     assert all(m["params"]["requestState"].startswith("v1.") for m in calls[1:])  # sealed, echoed
 
 
-@pytest.mark.feature("MRTR-13")
+@pytest.mark.feature("MRTR-13", "CLI-01")
 async def test_a_server_that_asks_forever_gets_an_error_after_the_cap(modern_client):
     client = modern_client
     client.input_required_max_rounds = 3
@@ -312,6 +312,7 @@ async def test_result_types_a_client_does_not_know_are_invalid_answers():
     await client.close()
 
 
+@pytest.mark.feature("CLI-10")
 async def test_input_responses_are_refused_on_a_handshake_era_connection():
     client = AsyncClient(InProcessTransport(asking_server()))
     await client.connect(mode="legacy")

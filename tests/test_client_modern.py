@@ -46,7 +46,7 @@ async def served(short_lived_connections):  # noqa: F811
         await transport.close()
 
 
-@pytest.mark.feature("CLI-02", "CLI-08", "CLI-14")
+@pytest.mark.feature("CLI-02", "CLI-08", "CLI-14", "CLI-15", "CLI-16")
 async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_it(served):
     recorded: list[httpx.Request] = []
     client = client_over(served(), recorded)
@@ -240,3 +240,39 @@ def test_the_blocking_client_connects_in_either_mode():
         assert not client.is_modern and client.protocol_version == "2025-11-25"
     finally:
         client.shutdown()
+
+
+def garbage_on_discover(answer):
+    """A handshake-era server (``legacy_only_server``) whose discover answer is ``answer``."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and json.loads(request.content).get("method") == "server/discover":
+            return answer(json.loads(request.content))
+        return legacy_only_server(request)
+
+    return handle
+
+
+@pytest.mark.feature("CLI-02", "CLI-04")
+async def test_a_server_answering_discover_with_garbage_gets_a_clear_error_or_the_handshake():
+    # A result that names no revision: auto mode falls back to initialize; modern mode refuses.
+    for result in ("garbage", {"supportedVersions": "2026-07-28"}, [1, 2]):
+        handler = garbage_on_discover(lambda message, result=result: httpx.Response(
+            200, json={"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        client = fake_client(handler)
+        await client.connect()
+        assert not client.is_modern and client.server_implementation == {"name": "old", "version": "1"}
+        await client.close()
+        with pytest.raises(ClientError, match="supports none of the client's modern revisions"):
+            await client.connect(mode="modern")
+    # Our revision, but no capabilities: not a usable connection, said so.
+    client = fake_client(garbage_on_discover(lambda message: httpx.Response(
+        200, json={"jsonrpc": "2.0", "id": message["id"], "result": {"supportedVersions": [MODERN]}})))
+    with pytest.raises(ClientError, match="server/discover result is not usable"):
+        await client.connect()
+    assert not client.connected
+    # Bytes that are not JSON-RPC at all: a transport error naming them, and nothing left open.
+    client = fake_client(garbage_on_discover(lambda message: httpx.Response(
+        200, content=b"<html>not mcp</html>", headers={"content-type": "text/html"})))
+    with pytest.raises(ClientError, match="not JSON"):
+        await client.connect()
+    assert not client.connected and not client.is_modern

@@ -226,6 +226,41 @@ async def test_a_stdio_server_silent_on_discover_gets_the_handshake_after_the_bo
     await client.close()
 
 
+LATE_ON_DISCOVER = r"""
+import json, sys
+discover = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "late", "version": "1"}}}
+held = None
+def say(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "server/discover" and held is None:
+        held = message  # answered only once the client has given up on it and sent initialize
+    elif message.get("method") == "initialize":
+        say({"id": held["id"], "result": discover})
+        say({"id": message["id"], "error": {"code": -32601, "message": "this connection uses 2026-07-28"}})
+    elif message.get("method") == "server/discover":
+        say({"id": message["id"], "result": discover})
+    elif "id" in message:
+        say({"id": message["id"], "result": {"resultType": "complete", "tools": []}})
+"""
+
+
+@pytest.mark.feature("CLI-02", "CSTDIO-03")
+async def test_a_server_that_answers_the_probe_late_is_followed_into_the_modern_lifecycle():
+    """A stdio server slower to start than the probe's bound: it answers the timed-out probe late,
+    takes the 2026-07-28 lifecycle and refuses initialize; the client probes again and follows."""
+    transport = script_stdio(LATE_ON_DISCOVER)
+    client = AsyncClient(transport)
+    client.discover_timeout = 0.5  # the 5 s default, shortened for the test
+    result = await client.connect()
+    assert client.is_modern and result["serverInfo"] == {"name": "late", "version": "1"}
+    assert transport.wire.methods_sent() == ["server/discover", "initialize", "server/discover"]
+    assert (await client.list_tools()).items == []
+    await client.close()
+
+
 @pytest.mark.feature("CLI-04", "CLI-08")
 def test_the_blocking_client_connects_in_either_mode():
     client = fake_client(modern_fake, Client)

@@ -103,6 +103,14 @@ def _input_requests(method: str, result: dict) -> dict[str, dict]:
     return requests
 
 
+async def _answer(handlers: Mapping[str, Callable], entry: dict) -> dict:
+    response = await run_handler(handlers[entry["method"]], entry.get("params") or {})
+    if not isinstance(response, dict):
+        raise TypeError(f"the {entry['method']} handler must return a result object (a dict), "
+                        f"not {type(response).__name__}")
+    return response
+
+
 async def drive(method: str, params: dict | None, *, send: Callable[[dict], Awaitable[Any]],
                 handlers: Mapping[str, Callable], max_rounds: int,
                 input_responses: Mapping | None = None, request_state: str | None = None) -> Any:
@@ -123,8 +131,7 @@ async def drive(method: str, params: dict | None, *, send: Callable[[dict], Awai
                                      "answer input_requests and retry with input_responses= and "
                                      "request_state=")
         # One after the other: an elicitation may put a question to a person.
-        responses = {key: await run_handler(handlers[entry["method"]], entry.get("params") or {})
-                     for key, entry in requests.items()}
+        responses = {key: await _answer(handlers, entry) for key, entry in requests.items()}
         if requests:
             delay = BACKOFF_FIRST
         else:  # "not yet": retry, but do not hammer a server that sheds load

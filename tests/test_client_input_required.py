@@ -180,8 +180,12 @@ async def test_sampling_with_tools_and_roots_are_answered_in_one_round(modern_cl
     sampled.seen = []
     client.on_sampling(sampled)
     client.on_roots(lambda params: {"roots": [{"uri": "file:///work"}]})
-    with pytest.warns(DeprecationWarning, match="roots client capability is deprecated"):
+    with pytest.warns(DeprecationWarning) as warned:
         await client.connect(capabilities={"sampling": {"tools": {}}})
+    # SEP-2577: both deprecated capabilities are named (MOD-15).
+    assert sorted(str(warning.message) for warning in warned) == [
+        f"the {name} client capability is deprecated as of 2026-07-28 (SEP-2577); it still works, but "
+        "servers are moving to other means" for name in ("roots", "sampling")]
     declared = client.sent[0]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
     assert declared == {"sampling": {"tools": {}}, "roots": {"listChanged": True}}
     assert (await client.call_tool("plan")).text == "sunny in file:///work"

@@ -10,18 +10,18 @@ and our client.
     conformance/run --suite 0.1 --client-scenario auth/basic-cimd --client-scenario sse-retry
     conformance/run --scenario sse-retry                        # one client scenario
 
-It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
-free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
-and the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs), then the client
-scenarios of 0.1.16 that the handshake-era client implements (CLIENT_SCENARIOS, the OAuth ones
-included) and those of the 0.2.0 alpha (NEXT_CLIENT_SCENARIOS) with `conformance/client` as the
-command, and prints one line per scenario and a final `N passed, M
-failed` over all of them. A scenario passes when none of its checks is a FAILURE or a WARNING (a
-client scenario also needs the client to exit 0 in time). It exits non-zero on a failure not
-listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on a listed
-scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md and
-the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
-Every wait is bounded. Standard library only.
+It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on free
+loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included) and the
+2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs), then the client scenarios
+of 0.1.16 (CLIENT_SCENARIOS, the OAuth ones included), those of the 0.2.0 alpha's 2025-11-25 leg
+(NEXT_CLIENT_SCENARIOS) and of its 2026-07-28 leg (MODERN_CLIENT_SCENARIOS, with `--spec-version
+2026-07-28`; the lists are conformance/scenarios.py) with `conformance/client` as the command, and
+prints one line per scenario and a final `N passed, M failed` over all of them. A scenario passes
+when none of its checks is a FAILURE or a WARNING (a client scenario also needs the client to exit 0
+in time). It exits non-zero on a failure not listed in conformance/expected-failures.yml (`server:`
+and `client:` lists), and on a listed scenario that passes (the list only ever shrinks). A full run
+writes conformance/RESULTS.md and the table in README.md. Results (checks.json per scenario) and
+logs go to conformance/results/. Every wait is bounded. Standard library only.
 """
 
 from __future__ import annotations

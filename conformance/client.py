@@ -4,12 +4,14 @@
 
 The suite starts a scenario server, then runs this command with the server's URL as the last
 argument and the scenario's name in ``MCP_CONFORMANCE_SCENARIO``; it passes when the client does
-what the scenario checks and exits 0 in time. Handshake-era scenarios of 0.1.16 are implemented:
-``initialize``, ``tools_call``, ``elicitation-sep1034-client-defaults`` and ``sse-retry``, and the
-``auth/*`` ones (mcp_client.oauth): the suite's authorization server redirects straight back, so the
-"browser" here is one GET of the authorization URL whose ``Location`` carries the code. Scenario data
-(pre-registered clients, keys, ID tokens) comes as JSON in ``MCP_CONFORMANCE_CONTEXT``. Any other
-scenario exits 2, naming it.
+what the scenario checks and exits 0 in time. The client connects in auto mode. Implemented: the
+handshake-era scenarios of 0.1.16 (``initialize``, ``tools_call``,
+``elicitation-sep1034-client-defaults``, ``sse-retry``), the 2026-07-28 ones of the 0.2.0 alpha that
+need no OAuth, and the ``auth/*`` ones (mcp_client.oauth; the lists are conformance/scenarios.py):
+the suite's authorization server redirects straight back, so the "browser" here is one GET of the
+authorization URL whose ``Location`` carries the code. Scenario data (pre-registered clients, keys,
+ID tokens, tool calls) comes as JSON in ``MCP_CONFORMANCE_CONTEXT``. Any other scenario exits 2,
+naming it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from conformance import scenarios
 from mcp_client import (
     AsyncClient,
     AuthorizationError,
@@ -84,23 +87,69 @@ async def authorized_tools(client: AsyncClient) -> None:
         print((await client.call_tool("test-tool")).text)
 
 
-# The suite's auth scenarios of 0.1.16 (run.py lists them in CLIENT_SCENARIOS).
-AUTH_SCENARIOS = [
-    "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
-    "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none",
-    "auth/pre-registration", "auth/2025-03-26-oauth-metadata-backcompat",
-    "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch", "auth/offline-access-scope",
-    "auth/offline-access-not-supported", "auth/client-credentials-jwt", "auth/client-credentials-basic",
-    "auth/cross-app-access-complete-flow",
-]
-# The 0.2.0 alpha suite's further ones.
-AUTH_SCENARIOS_NEXT = [
-    "auth/authorization-server-migration", "auth/iss-supported", "auth/iss-not-advertised",
-    "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized",
-    "auth/metadata-issuer-mismatch", "auth/enterprise-managed-authorization", "auth/wif-jwt-bearer",
-]
+async def request_metadata(client: AsyncClient) -> None:
+    """Connect (auto mode: server/discover, probed again with a revision the server names if it
+    refuses the first) and list the tools; every request carries the envelope."""
+    await client.connect()
+    print(sorted(tool.name for tool in await client.tools()))
+
+
+async def request_state(client: AsyncClient) -> None:
+    """input_required rounds (SEP-2322): the elicitation handler answers, the driver re-issues
+    with the state echoed exactly (or none when none was given); an unrelated call in between."""
+    client.on_elicitation(lambda params: {"action": "accept", "content": {"confirmed": True}})
+    await client.connect()
+    await client.tools()
+    for name in ("test_mrtr_echo_state", "test_mrtr_unrelated", "test_mrtr_no_state",
+                 "test_mrtr_no_result_type"):
+        print((await client.call_tool(name)).text)
+
+
+def sample_arguments(schema: dict) -> dict:
+    """Arguments for a tool the scenario lets the client call freely: each required property
+    with a value of its type."""
+    samples = {"string": "x", "number": 1, "integer": 1, "boolean": True, "array": [], "object": {}}
+    properties = schema.get("properties") or {}
+    return {name: samples.get((properties.get(name) or {}).get("type"), "x")
+            for name in schema.get("required") or []}
+
+
+async def every_feature(client: AsyncClient) -> None:
+    """Call every tool listed (tools with invalid x-mcp-header declarations are left out of the
+    list), read every resource and get every prompt: each request with its standard headers."""
+    await client.connect()
+    for tool in await client.tools():
+        await client.call_tool(tool=tool, arguments=sample_arguments(tool.input_schema or {}))
+    capabilities = client.server_capabilities
+    if "resources" in capabilities:
+        for resource in await client.resources():
+            await client.read_resource(resource.uri)
+    if "prompts" in capabilities:
+        for prompt in await client.prompts():
+            await client.get_prompt(prompt.name, {a["name"]: "x" for a in prompt.arguments or []
+                                                  if a.get("required")})
+
+
+async def custom_headers(client: AsyncClient) -> None:
+    """The calls the scenario names (MCP_CONFORMANCE_CONTEXT ``toolCalls``), after listing the
+    tools: their x-mcp-header arguments go into Mcp-Param-* headers."""
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    await client.connect()
+    await client.tools()
+    for call in context.get("toolCalls") or []:
+        await client.call_tool(call["name"], call.get("arguments") or {})
+
+
+async def schema_preservation(client: AsyncClient) -> None:
+    """Send the rich inputSchema of one tool back, verbatim, through the tool that echoes it."""
+    await client.connect()
+    tools = await client.tools()
+    echo = next(tool for tool in tools if "schema" in ((tool.input_schema or {}).get("properties") or {}))
+    for tool in tools:
+        if tool is not echo:
+            await client.call_tool(tool=echo, arguments={"schema": tool.input_schema})
+
+
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # what auth/basic-cimd expects
 REDIRECT_URI = "http://localhost:3000/callback"
 
@@ -160,7 +209,14 @@ SCENARIOS: dict[str, Callable[[AsyncClient], Awaitable[None]]] = {
     "tools_call": tools_call,
     "elicitation-sep1034-client-defaults": elicitation_defaults,
     "sse-retry": sse_retry,
-    **{name: authorized_tools for name in AUTH_SCENARIOS + AUTH_SCENARIOS_NEXT},
+    "request-metadata": request_metadata,
+    "sep-2322-client-request-state": request_state,
+    "http-standard-headers": every_feature,
+    "http-custom-headers": custom_headers,
+    "http-invalid-tool-headers": every_feature,
+    "json-schema-ref-no-deref": request_metadata,
+    "json-schema-2020-12-preservation": schema_preservation,
+    **{name: authorized_tools for name in scenarios.AUTH},
 }
 
 

@@ -10,18 +10,18 @@ and our client.
     conformance/run --suite 0.1 --client-scenario auth/basic-cimd --client-scenario sse-retry
     conformance/run --scenario sse-retry                        # one client scenario
 
-It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on
-free loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included)
-the 2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs) and its tasks-*
-scenarios (the Tasks extension, each run on its own), then the client
-scenarios of 0.1.16 that the handshake-era client implements (CLIENT_SCENARIOS, the OAuth ones
-included) and those of the 0.2.0 alpha (NEXT_CLIENT_SCENARIOS) with `conformance/client` as the
-command, and prints one line per scenario and a final `N passed, M
-failed` over all of them. A scenario passes when none of its checks is a FAILURE or a WARNING (a
-client scenario also needs the client to exit 0 in time). It exits non-zero on a failure not
-listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on a listed
-scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md and
-the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
+It installs the pinned suites (conformance/suite-*/, `npm ci`), starts `conformance/server` on free
+loopback ports, runs every server scenario of 0.1.16 (`--suite all`, pending ones included), the
+2025-11-25 and 2026-07-28 server scenarios of the 0.2.0 alpha (two legs) and its tasks-* scenarios
+(the Tasks extension, each run on its own), then the client scenarios of 0.1.16 (CLIENT_SCENARIOS,
+the OAuth ones included), those of the 0.2.0 alpha's 2025-11-25 leg (NEXT_CLIENT_SCENARIOS) and of
+its 2026-07-28 leg (MODERN_CLIENT_SCENARIOS, with `--spec-version 2026-07-28`; the lists are
+conformance/scenarios.py) with `conformance/client` as the command, and prints one line per scenario
+and a final `N passed, M failed` over all of them. A scenario passes when none of its checks is a
+FAILURE or a WARNING (a client scenario also needs the client to exit 0 in time). It exits non-zero
+on a failure not listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on
+a listed scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md
+and the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
 Every wait is bounded. Standard library only.
 """
 
@@ -41,6 +41,9 @@ import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # conformance/ as a package, as a script too
+from conformance import scenarios
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -108,39 +111,19 @@ SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25"),
           # The Tasks extension (SEP-2663): the alpha's tasks-* scenarios, on the 2026-07-28 wire.
           Suite("0.2-tasks", None, folder_key="0.2", tag="tasks", prefix="tasks-")]
 
-# The client scenarios, run by the 0.1.16 suite against `conformance/client`: the handshake-era ones
-# and every auth/* one (mcp_client.oauth; the list is conformance/client.py's AUTH_SCENARIOS).
+# The client scenarios (conformance/scenarios.py, the list conformance/client.py answers): the 0.1.16
+# suite runs the handshake-era ones and its auth/* ones; the 0.2.0 alpha's 2025-11-25 leg its auth/*
+# ones whose scenario server speaks the handshake era; its 2026-07-28 leg (`--spec-version
+# 2026-07-28`) the modern client scenarios and the auth/* ones whose server speaks only that revision.
 CLIENT = HERE / "client"
 CLIENT_SUITE = SUITES[0]
-CLIENT_SCENARIOS = [
-    "initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry",
-    "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
-    "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none",
-    "auth/pre-registration", "auth/2025-03-26-oauth-metadata-backcompat",
-    "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch", "auth/offline-access-scope",
-    "auth/offline-access-not-supported", "auth/client-credentials-jwt", "auth/client-credentials-basic",
-    "auth/cross-app-access-complete-flow",
-]
-# And by the 0.2.0 alpha (its 2025-11-25 leg's install): its auth/* scenarios whose scenario server
-# speaks the handshake era, and its issuer checks (RFC 9207, SEP-2468). Left out: offline-access-*,
-# iss-supported, iss-not-advertised and authorization-server-migration, whose MCP servers answer
-# only the 2026-07-28 lifecycle (400 "Missing MCP-Protocol-Version header" to initialize), which
-# the client does not speak yet; dpop and dpop-nonce, not built.
+CLIENT_SCENARIOS = scenarios.HANDSHAKE + scenarios.AUTH_0_1
 NEXT_CLIENT_SUITE = SUITES[1]
-NEXT_CLIENT_SCENARIOS = [
-    "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
-    "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none",
-    "auth/pre-registration", "auth/2025-03-26-oauth-metadata-backcompat",
-    "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch", "auth/iss-supported-missing",
-    "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized", "auth/metadata-issuer-mismatch",
-    "auth/client-credentials-jwt", "auth/client-credentials-basic", "auth/enterprise-managed-authorization",
-    "auth/wif-jwt-bearer",
-]
-CLIENT_RUNS = [(CLIENT_SUITE, CLIENT_SCENARIOS), (NEXT_CLIENT_SUITE, NEXT_CLIENT_SCENARIOS)]
+NEXT_CLIENT_SCENARIOS = scenarios.AUTH_0_2
+MODERN_CLIENT_SUITE = SUITES[2]
+MODERN_CLIENT_SCENARIOS = scenarios.MODERN + scenarios.AUTH_0_2_MODERN
+CLIENT_RUNS = [(CLIENT_SUITE, CLIENT_SCENARIOS), (NEXT_CLIENT_SUITE, NEXT_CLIENT_SCENARIOS),
+               (MODERN_CLIENT_SUITE, MODERN_CLIENT_SCENARIOS)]
 
 
 @dataclass
@@ -393,6 +376,8 @@ def run_client_scenario(suite: Suite, scenario: str, out: Path, log: Path) -> Ou
     # applies the list.
     command = [*suite.cli(), "client", "--command", str(CLIENT), "--scenario", scenario,
                "--timeout", str(CLIENT_TIMEOUT_MS), "-o", str(out)]
+    if suite is MODERN_CLIENT_SUITE:  # its scenario servers then speak 2026-07-28
+        command += ["--spec-version", suite.spec_version]
     with open(log, "w") as output:
         try:
             code = subprocess.run(command, cwd=HERE, stdout=output, stderr=subprocess.STDOUT,
@@ -583,7 +568,7 @@ def main() -> int:
             shutil.rmtree(logs)
         logs.mkdir(parents=True)
     for client_suite, names in client_runs:
-        version = client_suite.version
+        version = client_suite.title.replace(" ", "-")  # the two legs of 0.2.0 apart
         column = {}
         for name in names:
             log = f"{version}-{name.replace('/', '-')}"  # auth/* names: one folder of logs
@@ -599,7 +584,7 @@ def main() -> int:
                 passed += 1
             else:
                 failed += 1
-        columns.append((f"{version}, client", column))
+        columns.append((f"{client_suite.title}, client", column))
 
     if not args.scenario and not args.suite and not args.client and two \
             and server_columns == len(layouts) * len(suites):

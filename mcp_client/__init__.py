@@ -28,13 +28,15 @@ from .errors import (
     UnauthorizedError,
     ValidationError,
 )
-from .modern import InputRequiredError
+from .input_required import COMPLETE, INPUT_REQUIRED, InputRequiredError
 from .subscriptions import ListenError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 __all__ = [
+    "COMPLETE",
+    "INPUT_REQUIRED",
     "AsyncClient",
     "AuthorizationError",
     "BadRequestError",
@@ -96,7 +98,6 @@ _OAUTH = frozenset({
     "InsecureURL",
     "InvalidClientIDMetadataDocumentURL",
     "InvalidCredentials",
-    "ListenError",
     "OAuthError",
     "Provider",
     "RegistrationError",

@@ -11,7 +11,6 @@ import asyncio
 import collections
 import contextlib
 import copy
-import inspect
 import logging
 import time
 import uuid
@@ -20,14 +19,15 @@ from typing import Any
 
 from mcp_protocol import jsonrpc, methods, versions
 from mcp_protocol.cancellation import Cancellation, CancelledError
+from mcp_protocol.envelope import LOG_LEVEL_KEY
 from mcp_protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND
 from mcp_protocol.json_schema import validation_errors
+from mcp_protocol.log_levels import LEVELS
 from mcp_protocol.param_headers import header_paths
 
 from . import modern, tasks
 from .errors import (
     ClientError,
-    HTTPStatusError,
     NotConnectedError,
     PaginationLimitError,
     ServerError,
@@ -35,7 +35,9 @@ from .errors import (
     TransportError,
     ValidationError,
 )
-from .modern import InputRequiredError, mutual_version
+from .handlers import call_handler, maybe_await
+from .input_required import DEFAULT_MAX_ROUNDS, DRIVEN_METHODS, drive, result_type
+from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, checked_mode
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -43,20 +45,21 @@ from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Too
 logger = logging.getLogger("mcp_client")
 
 DEFAULT_CLIENT_INFO = {"name": "django-mcp-sdk-client", "version": "0.1.0"}
-LEGACY_MODE, MODERN_MODE, AUTO_MODE = "legacy", "modern", "auto"
-# How long auto mode waits for a server/discover answer before falling back to initialize: a
-# handshake-era stdio server may stay silent on a method it does not know.
-DISCOVER_TIMEOUT = 5.0
 
 
-class AsyncClient:
+class AsyncClient(Lifecycle):
     """An MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
 
     def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
-                 input_required_max_rounds: int = 10, listen_max_retries: int = DEFAULT_MAX_RETRIES,
+                 input_required_max_rounds: int = DEFAULT_MAX_ROUNDS,
+                 listen_max_retries: int = DEFAULT_MAX_RETRIES,
                  listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
         if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
+        if isinstance(input_required_max_rounds, bool) or not isinstance(input_required_max_rounds, int) \
+                or input_required_max_rounds < 0:
+            raise ValueError("input_required_max_rounds must be a non-negative integer (0: drive by "
+                             f"hand), not {input_required_max_rounds!r}")
         self.transport = transport
         self._wire = adapt(transport)
         # Whether the transport reports when a request's bytes are handed off (CAN-08, CAN-09).
@@ -76,6 +79,7 @@ class AsyncClient:
         # The 2026-07-28 ``_meta`` envelope every request carries; None in the handshake era.
         self._envelope: dict | None = None
         self.discover_timeout = DISCOVER_TIMEOUT
+        self._probe_timed_out = False
         # The subscriptions/listen stream of the 2026-07-28 era (mcp_client/subscriptions.py).
         self._subscriptions = Subscriptions(self, max_retries=listen_max_retries,
                                             max_backoff=listen_max_backoff)
@@ -121,7 +125,7 @@ class AsyncClient:
         adopts the 2026-07-28 lifecycle when both sides speak a modern revision, else falls back
         to the ``initialize`` handshake; ``"modern"`` is discover only (an error when the server
         has no mutual modern revision); ``"legacy"`` is the handshake with no probe. Without a
-        mode the handshake is used, for now. A pinned ``protocol_version`` picks its era. A
+        mode it is ``"auto"``. A pinned ``protocol_version`` picks its era. A
         custom transport whose ``connect`` declares no ``mode`` gets ``connect()`` and the
         handshake, and an explicit ``mode`` raises. The result is the ``initialize`` result, or
         the discover result in its shape (``protocolVersion``, ``capabilities``, ``serverInfo``,
@@ -129,11 +133,11 @@ class AsyncClient:
         """
         if self.connected:
             return self.server_info
-        mode = _mode(mode, protocol_version)
-        # What happens: a pinned handshake revision, no mode, or a transport that knows no mode
-        # (and so no modern era) gets the handshake; a pinned modern revision or mode= the rest.
+        mode = checked_mode(mode, protocol_version)
+        # What happens: a pinned handshake revision, or a custom transport that knows no mode (and
+        # so no modern era), gets the handshake; no mode on a bundled transport is auto.
         pinned_legacy = versions.is_handshake_version(protocol_version)
-        effective = LEGACY_MODE if pinned_legacy else (mode or LEGACY_MODE)
+        effective = LEGACY_MODE if pinned_legacy else (mode or AUTO_MODE)
         if isinstance(self._wire, RequestResponseTransport):
             if mode is not None and not self._wire.connect_takes_mode:
                 raise ValueError(f"mode={mode!r} needs a transport whose connect() takes mode=; "
@@ -150,7 +154,7 @@ class AsyncClient:
             if effective != LEGACY_MODE:
                 result = await self._discover(effective, protocol_version, declared, client_info)
             if result is None:
-                result = await self._initialize(protocol_version, declared, client_info)
+                result = await self._fall_back(protocol_version, declared, client_info)
         except BaseException:
             # Nothing half-open stays behind (a spawned process, an HTTP client): a later
             # connect() starts from scratch.
@@ -164,59 +168,6 @@ class AsyncClient:
         if self._server_requests or self._notifications:
             await self._listen()
         return result
-
-    async def _initialize(self, protocol_version: str | None, declared: dict, client_info: dict) -> dict:
-        params = {"protocolVersion": protocol_version or versions.LATEST_HANDSHAKE_VERSION,
-                  "capabilities": declared, "clientInfo": client_info}
-        result = await self._request(methods.INITIALIZE, params)
-        if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
-                and versions.is_handshake_version(result.get("protocolVersion"))):
-            raise ValidationError(f"the server's initialize result is not usable: {result!r}")
-        negotiated = getattr(self._wire, "negotiated", None)
-        if negotiated is not None:
-            negotiated(result["protocolVersion"])
-        return result
-
-    async def _discover(self, mode: str, pinned: str | None, declared: dict,
-                        client_info: dict) -> dict | None:
-        """The modern connection from ``server/discover``; None (auto mode) when the server
-        does not answer it or speaks no modern revision we do, so the handshake follows."""
-        wanted = pinned if versions.is_modern_version(pinned) else None
-        probe_version = wanted or versions.MODERN_VERSIONS[0]
-        self._envelope = modern.envelope(probe_version, declared, client_info)
-        adopt = getattr(self._wire, "adopt_modern", None)
-        if adopt is not None:
-            adopt(probe_version)
-        try:
-            if mode == AUTO_MODE:
-                discovered = await asyncio.wait_for(
-                    self._request(methods.SERVER_DISCOVER, None), self.discover_timeout)
-            else:
-                discovered = await self._request(methods.SERVER_DISCOVER, None)
-        except (ServerError, HTTPStatusError, TimeoutError) as exc:
-            self._leave_modern()
-            if mode == MODERN_MODE:
-                raise ClientError(f"the server does not speak the 2026-07-28 lifecycle: "
-                                  f"server/discover failed ({exc})") from exc
-            logger.info("server/discover failed (%s): connecting with initialize", exc)
-            return None
-        version = mutual_version(discovered, wanted) if isinstance(discovered, dict) else None
-        if version is None:
-            self._leave_modern()
-            if mode == MODERN_MODE:
-                raise ClientError(f"the server supports none of the client's modern revisions "
-                                  f"({wanted or ', '.join(versions.MODERN_VERSIONS)}): {discovered!r}")
-            return None
-        self._envelope = modern.envelope(version, declared, client_info)
-        if adopt is not None:
-            adopt(version)
-        return modern.connection_info(discovered, version)
-
-    def _leave_modern(self) -> None:
-        self._envelope = None
-        leave = getattr(self._wire, "adopt_modern", None)
-        if leave is not None:
-            leave(None)
 
     async def _listen(self) -> None:
         """Open the transport's stream for what the server sends on no request's stream:
@@ -371,8 +322,13 @@ class AsyncClient:
     async def call_tool(self, name: str | None = None, arguments: dict | None = None, *,
                         tool: Tool | None = None, progress_token: Any = None,
                         on_progress: Callable | None = None, meta: dict | None = None,
-                        cancellation: Cancellation | None = None) -> CallToolResult:
+                        cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                        request_state: str | None = None) -> CallToolResult:
         """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress.
+
+        On a 2026-07-28 connection, ``input_required`` answers are driven through the registered
+        handlers; ``input_responses=`` and ``request_state=`` retry one by hand (see
+        ``InputRequiredError``).
 
         ``structuredContent`` is checked against the tool's output schema when ``tools()`` or
         ``list_tools()`` has shown it.
@@ -391,7 +347,8 @@ class AsyncClient:
         if on_progress is not None:
             self._progress[progress_token] = on_progress
         try:
-            result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation)
+            result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation,
+                                      input_responses=input_responses, request_state=request_state)
             if isinstance(result, dict) and result.get("resultType") == "task":
                 result = await tasks.final_result(self, result, cancellation)
         finally:
@@ -431,9 +388,12 @@ class AsyncClient:
         return await self._collect(self.list_resource_templates, meta, cancellation)
 
     async def read_resource(self, uri: str, *, meta: dict | None = None,
-                            cancellation: Cancellation | None = None) -> list[dict]:
-        """The ``contents`` of a resource (an empty list when the server sends none)."""
-        result = await self._call(methods.RESOURCES_READ, {"uri": uri}, meta=meta, cancellation=cancellation)
+                            cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                            request_state: str | None = None) -> list[dict]:
+        """The ``contents`` of a resource (an empty list when the server sends none); drives
+        ``input_required`` like ``call_tool``."""
+        result = await self._call(methods.RESOURCES_READ, {"uri": uri}, meta=meta, cancellation=cancellation,
+                                  input_responses=input_responses, request_state=request_state)
         if not isinstance(result, dict):
             raise ValidationError(f"resources/read result must be an object: {result!r}")
         contents = result.get("contents") or []
@@ -473,11 +433,14 @@ class AsyncClient:
         return await self._collect(self.list_prompts, meta, cancellation)
 
     async def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
-                         cancellation: Cancellation | None = None) -> dict:
+                         cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                         request_state: str | None = None) -> dict:
+        """The prompt's result dict; drives ``input_required`` like ``call_tool``."""
         params: dict[str, Any] = {"name": name}
         if arguments:
             params["arguments"] = {key: str(value) for key, value in arguments.items()}
-        result = await self._call(methods.PROMPTS_GET, params, meta=meta, cancellation=cancellation)
+        result = await self._call(methods.PROMPTS_GET, params, meta=meta, cancellation=cancellation,
+                                  input_responses=input_responses, request_state=request_state)
         if not isinstance(result, dict) or not isinstance(result.get("messages"), list):
             raise ValidationError(f"prompts/get result needs a messages list: {result!r}")
         return result
@@ -495,9 +458,21 @@ class AsyncClient:
     async def set_logging_level(self, level: str, *, meta: dict | None = None,
                                 cancellation: Cancellation | None = None) -> dict:
         """``logging/setLevel``: the server's log messages from ``level`` up reach
-        ``on_log_message``."""
-        return await self._call(methods.LOGGING_SET_LEVEL, {"level": level}, meta=meta,
-                                cancellation=cancellation)
+        ``on_log_message``. The 2026-07-28 revision has no such request: there the level rides in
+        the envelope of every later request (``io.modelcontextprotocol/logLevel``)."""
+        if not self.is_modern:
+            return await self._call(methods.LOGGING_SET_LEVEL, {"level": level}, meta=meta,
+                                    cancellation=cancellation)
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
+        if meta is not None:
+            raise ValueError("meta= rides on a request, and the 2026-07-28 revision sends none to set "
+                             "the log level (it travels in every later request's envelope)")
+        self._check_connected(methods.LOGGING_SET_LEVEL)
+        if cancellation is not None:
+            cancellation.raise_if_cancelled()
+        self._envelope = {**self._envelope, LOG_LEVEL_KEY: level}
+        return {}
 
     async def notify_roots_list_changed(self) -> None:
         await self._notify(methods.NOTIFICATIONS_ROOTS_LIST_CHANGED)
@@ -532,8 +507,21 @@ class AsyncClient:
 
     # The wire --------------------------------------------------------------------------------
     async def _call(self, method: str, params: dict | None, *, meta: dict | None = None,
-                    cancellation: Cancellation | None = None) -> Any:
+                    cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                    request_state: str | None = None) -> Any:
         self._check_connected(method)
+        if self.is_modern and method in modern.HANDSHAKE_ONLY:
+            raise ClientError(f"{method} is not part of the 2026-07-28 lifecycle this connection speaks; "
+                              "connect with mode='legacy' to use it")
+        if self.is_modern and method in DRIVEN_METHODS:
+            # input_required answers are driven through the registered handlers (SEP-2322).
+            return await drive(
+                method, params, handlers=self._server_requests, max_rounds=self.input_required_max_rounds,
+                input_responses=input_responses, request_state=request_state,
+                send=lambda leg: self._request(method, leg, meta=meta, cancellation=cancellation))
+        if input_responses is not None or request_state is not None:
+            raise ValueError("input_responses and request_state answer an input_required result of "
+                             "the 2026-07-28 lifecycle; this connection speaks the handshake era")
         return await self._request(method, params, meta=meta, cancellation=cancellation)
 
     def _check_connected(self, method: str) -> None:
@@ -575,9 +563,8 @@ class AsyncClient:
         if "result" not in message:
             raise ValidationError(f"the response to {method} has no result: {message!r}")
         result = message["result"]
-        if self._envelope is not None and isinstance(result, dict) \
-                and result.get("resultType") == "input_required":
-            raise InputRequiredError(method, result)
+        if self._envelope is not None:
+            result_type(method, result)  # an unknown resultType is an invalid answer (SEP-2322)
         return result
 
     async def _send_request(self, message: dict, answer: asyncio.Future, on_sent: Callable[[], None]) -> None:
@@ -695,7 +682,7 @@ class AsyncClient:
                 calls.append((specific, params))
         for callback, argument in calls:
             try:
-                await _maybe_await(callback(argument))
+                await maybe_await(callback(argument))
             except Exception:
                 logger.exception("notification callback for %s failed", method)
 
@@ -708,7 +695,7 @@ class AsyncClient:
             response = jsonrpc.error_response(request_id, METHOD_NOT_FOUND, "Method not found", method)
         else:
             try:
-                result = await _maybe_await(_call_handler(handler, request.get("params") or {}))
+                result = await maybe_await(call_handler(handler, request.get("params") or {}))
                 response = jsonrpc.response(request_id, result)
             except ServerRequestError as exc:
                 response = jsonrpc.error_response(request_id, exc.code, exc.message, exc.data)
@@ -721,39 +708,8 @@ class AsyncClient:
             logger.exception("could not answer the server's %s request", method)
 
 
-def _mode(mode: str | None, protocol_version: str | None) -> str | None:
-    """The connection mode asked for, checked against a pinned revision."""
-    if mode not in (None, LEGACY_MODE, MODERN_MODE, AUTO_MODE):
-        raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
-    if protocol_version is None:
-        return mode
-    if versions.is_handshake_version(protocol_version):
-        if mode == MODERN_MODE:
-            raise ValueError(f"protocol_version {protocol_version!r} is a handshake revision; "
-                             "mode='modern' needs a 2026-07-28 one")
-        return mode
-    if versions.is_modern_version(protocol_version):
-        if mode == LEGACY_MODE:
-            raise ValueError(f"protocol_version {protocol_version!r} is not a handshake revision; "
-                             "mode='legacy' needs one")
-        return MODERN_MODE
-    raise ValueError(f"protocol_version {protocol_version!r} is neither a handshake nor a 2026-07-28 "
-                     f"revision this client speaks ({', '.join(versions.STABLE_VERSIONS)})")
-
-
 def _failed(task: asyncio.Task) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
-
-
-def _call_handler(handler: Callable, params: dict) -> Any:
-    if inspect.iscoroutinefunction(handler):
-        return handler(params)
-    # A plain handler may block (a person answering): keep the event loop free.
-    return asyncio.to_thread(handler, params)
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 def _with_meta(params: dict | None, meta: dict | None) -> dict | None:

@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from mcp_protocol.log_levels import LEVELS
+
 from .client import Client
 from .errors import ClientError
 from .transports.http import HTTPTransport
@@ -35,7 +37,7 @@ from .transports.stdio import StdioTransport
 BAR_WIDTH = 30
 CELL_WIDTH = 60
 MODES = ["auto", "modern", "legacy"]
-LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+LOG_LEVELS = list(LEVELS)
 
 
 def is_url(server: str) -> bool:

@@ -13,23 +13,17 @@ from mcp_protocol.envelope import (
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
 )
+from mcp_protocol.errors import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_protocol.versions import MODERN_VERSIONS
 
-from .errors import ClientError, ValidationError
+from .errors import ValidationError
+
+# Requests of the handshake era that the 2026-07-28 revision has no more (its ClientRequest).
+HANDSHAKE_ONLY = (methods.PING, methods.LOGGING_SET_LEVEL, methods.RESOURCES_SUBSCRIBE,
+                  methods.RESOURCES_UNSUBSCRIBE)
 
 # The request parameter each method names its target with (the Mcp-Name header, SEP-2243).
 NAME_PARAMS = {methods.TOOLS_CALL: "name", methods.PROMPTS_GET: "name", methods.RESOURCES_READ: "uri"}
-
-
-class InputRequiredError(ClientError):
-    """A 2026-07-28 server answered ``resultType: "input_required"``: it needs answers from the
-    client (``result["inputRequests"]``) before it can finish. ``result`` is that answer."""
-
-    def __init__(self, method: str, result: dict):
-        super().__init__(f"the server needs input from the client to finish {method} "
-                         "(resultType input_required); this client does not answer it automatically yet")
-        self.method = method
-        self.result = result
 
 
 def envelope(version: str, capabilities: dict, client_info: dict) -> dict:
@@ -38,10 +32,24 @@ def envelope(version: str, capabilities: dict, client_info: dict) -> dict:
 
 
 def enveloped(params: dict | None, meta: dict) -> dict:
-    """``params`` with the envelope under ``_meta``; keys the caller put there win."""
+    """``params`` with the envelope under ``_meta``: the caller's other keys are kept, the
+    envelope's own keys win (TRACE-05: they describe this connection, not one request)."""
     merged = dict(params or {})
-    merged["_meta"] = {**meta, **(merged.get("_meta") or {})}
+    merged["_meta"] = {**(merged.get("_meta") or {}), **meta}
     return merged
+
+
+def supported_on_refusal(code: int, data: Any, wanted: str | None = None) -> str | None:
+    """The modern revision to probe again with after a -32022 refusal whose ``data.supported``
+    lists one we speak (``wanted`` alone when pinned); None otherwise."""
+    if code != UNSUPPORTED_PROTOCOL_VERSION or not isinstance(data, dict):
+        return None
+    return mutual_version({"supportedVersions": data.get("supported")}, wanted)
+
+
+def deprecated_capabilities(declared: dict) -> list[str]:
+    """The declared client capabilities that 2026-07-28 deprecates (SEP-2577)."""
+    return [name for name in ("roots", "sampling") if name in declared]
 
 
 def mutual_version(discovered: dict, wanted: str | None = None) -> str | None:
@@ -62,7 +70,7 @@ def connection_info(discovered: Any, version: str) -> dict:
         raise ValidationError(f"the server's server/discover result is not usable: {discovered!r}")
     meta = discovered.get("_meta") if isinstance(discovered.get("_meta"), dict) else {}
     info: dict[str, Any] = {"protocolVersion": version, "capabilities": discovered["capabilities"],
-                            "serverInfo": meta.get(SERVER_INFO_KEY)}
+                            "serverInfo": meta.get(SERVER_INFO_KEY) or discovered.get("serverInfo")}
     if isinstance(discovered.get("instructions"), str):
         info["instructions"] = discovered["instructions"]
     return info

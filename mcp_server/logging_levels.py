@@ -1,6 +1,8 @@
 """The eight syslog severities of ``notifications/message``, least severe first."""
 
-LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+from mcp_protocol.log_levels import LEVELS
+
+__all__ = ["LEVELS", "is_level", "passes"]
 _RANK = {level: rank for rank, level in enumerate(LEVELS)}
 
 

@@ -60,7 +60,9 @@ class WireCheck:
         self.sent: list[dict] = []      # what the client wrote, in order
         self.received: list[Any] = []   # what the server wrote, in order
         self.violations: list[str] = []
-        self._client_requests: dict[Any, str] = {}
+        # Each request's method and the revision it was sent in (a late answer, to a probe the
+        # client gave up on, is checked against the revision it was asked in).
+        self._client_requests: dict[Any, tuple[str, str]] = {}
         self._server_requests: dict[Any, str] = {}
         _checks.append(self)
 
@@ -85,7 +87,7 @@ class WireCheck:
             self.revision = enveloped
         answered = None
         if method is not None and "id" in message:
-            self._client_requests[message["id"]] = method
+            self._client_requests[message["id"]] = (method, self.revision)
         elif method is None:
             answered = self._server_requests.pop(message.get("id"), None)
         check_client_message(message, self.revision)
@@ -99,18 +101,18 @@ class WireCheck:
         for item in message if isinstance(message, list) else [message]:
             if not isinstance(item, dict):
                 continue
-            method = None
+            method, asked_in = None, self.revision
             if "method" in item and "id" in item:
                 self._server_requests[item["id"]] = item["method"]
             elif "method" not in item:
-                method = self._client_requests.pop(item.get("id"), None)
+                method, asked_in = self._client_requests.pop(item.get("id"), (None, self.revision))
                 result = item.get("result")
                 if method == "initialize" and isinstance(result, dict) \
                         and result.get("protocolVersion") in REVISIONS:
-                    self.revision = result["protocolVersion"]
+                    self.revision = asked_in = result["protocolVersion"]
             if self.check_server:
                 try:
-                    check_server_message(item, self.revision, method)
+                    check_server_message(item, asked_in, method)
                 except AssertionError as exc:
                     self.violations.append(f"server: {exc}")
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from typing import Annotated
 
 import anyio
 import mcp_types as types
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
@@ -74,6 +75,21 @@ async def sign_up(ctx: Context) -> str:
     if answer.action != "accept":
         return f"not signed up ({answer.action})"
     return f"signed up {answer.data.name} <{answer.data.email}> newsletter={answer.data.newsletter}"
+
+
+class Approval(BaseModel):
+    approve: bool = Field(description="Go ahead?")
+
+
+def ask_approval(action: str) -> Elicit[Approval]:
+    return Elicit(f"Approve {action}?", Approval)
+
+
+@server.tool()
+def approve(action: str, approval: Annotated[Approval, Resolve(ask_approval)]) -> str:
+    """Ask the user to approve ``action``: the SDK's resolver asks live in the handshake era and
+    with an input_required result (SEP-2322) in the 2026-07-28 lifecycle."""
+    return f"{action}: {'approved' if approval.approve else 'refused'}"
 
 
 @server.tool()

@@ -67,7 +67,7 @@ def bad_stdio(respond: str, **options) -> AsyncClient:
 @pytest.mark.feature("CSTDIO-03")
 async def test_stdio_server_that_never_answers():
     client = bad_stdio("def respond(request):\n    pass\n", read_timeout=0.5)
-    await client.connect()
+    await client.connect(mode="legacy")
     started = time.monotonic()
     with pytest.raises(TransportError, match=r"no answer to tools/call within read_timeout \(0.5 s\)"):
         await asyncio.wait_for(client.call_tool("anything"), WAIT)
@@ -87,7 +87,7 @@ async def test_stdio_server_that_sends_a_message_over_max_line_bytes(newline):
         "    time.sleep(5)\n"
     )
     client = bad_stdio(oversized, max_line_bytes=4096)
-    await client.connect()
+    await client.connect(mode="legacy")
     with pytest.raises(TransportError, match=r"exceeds max_line_bytes \(4096\)"):
         await asyncio.wait_for(client.call_tool("big"), WAIT)
     with pytest.raises(TransportError, match="max_line_bytes"):  # the stream is not trusted after it
@@ -108,7 +108,7 @@ async def test_stdio_server_that_sends_malformed_json():
         "        send({'jsonrpc': '2.0', 'id': request['id'], 'result': {}})\n"
     )
     client = bad_stdio(malformed)
-    await client.connect()
+    await client.connect(mode="legacy")
     with pytest.raises(TransportError, match="not JSON"):
         await asyncio.wait_for(client.ping(), WAIT)  # an error of its own, not the read timeout
     # One unreadable line does not end the connection.
@@ -119,7 +119,7 @@ async def test_stdio_server_that_sends_malformed_json():
 async def test_stdio_server_that_answers_an_unknown_id():
     unknown = "def respond(request):\n    send({'jsonrpc': '2.0', 'id': 'nobody-asked', 'result': {}})\n"
     client = bad_stdio(unknown)
-    await client.connect()
+    await client.connect(mode="legacy")
     with pytest.raises(ValidationError, match="unknown request id 'nobody-asked'"):
         await asyncio.wait_for(client.ping(), WAIT)
     await client.close()
@@ -129,7 +129,7 @@ async def test_stdio_server_that_answers_an_unknown_id():
 async def test_stdio_server_that_exits_mid_call():
     dying = "def respond(request):\n    sys.stderr.write('giving up now\\n')\n    sys.exit(3)\n"
     client = bad_stdio(dying)
-    await client.connect()
+    await client.connect(mode="legacy")
     with pytest.raises(ConnectionClosedError, match=r"exited with status 3.*giving up now"):
         await asyncio.wait_for(client.call_tool("anything"), WAIT)
     with pytest.raises(ConnectionClosedError):  # and so is every later request, at once
@@ -153,7 +153,7 @@ async def test_stdio_frames_that_are_no_answer_are_skipped():
     client = bad_stdio(noisy)
     logs: list[dict] = []
     client.on_log_message(logs.append)
-    await client.connect()
+    await client.connect(mode="legacy")
     result = await asyncio.wait_for(client.call_tool("anything"), WAIT)
     assert result.text == "ok"  # the answer came in a batch, after the noise
     assert logs == [{"level": "info", "data": "still here"}]
@@ -187,7 +187,7 @@ async def test_http_server_that_never_answers(streaming):
 
     with FakeHTTPServer(on_tool_call(silent)) as fake:
         client = http_client(fake, timeout=0.5)
-        await client.connect()
+        await client.connect(mode="legacy")
         started = time.monotonic()
         with pytest.raises(TransportError, match=r"0\.5 s"):
             await asyncio.wait_for(client.call_tool("anything"), WAIT)
@@ -209,7 +209,7 @@ async def test_http_server_that_sends_a_message_over_max_message_bytes(streaming
 
     with FakeHTTPServer(on_tool_call(big)) as fake:
         client = http_client(fake, max_message_bytes=4096)
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(TransportError, match=r"exceeds max_message_bytes \(4096\)"):
             await asyncio.wait_for(client.call_tool("big"), WAIT)
         await client.close()
@@ -227,7 +227,7 @@ async def test_http_server_that_sends_malformed_json(streaming):
 
     with FakeHTTPServer(on_tool_call(malformed)) as fake:
         client = http_client(fake)
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(TransportError, match="not JSON"):
             await asyncio.wait_for(client.call_tool("anything"), WAIT)
         await client.close()
@@ -246,7 +246,7 @@ async def test_http_server_that_answers_an_unknown_id(streaming):
 
     with FakeHTTPServer(on_tool_call(stranger)) as fake:
         client = http_client(fake)
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(ValidationError, match="unknown request id 'nobody-asked'"):
             await asyncio.wait_for(client.call_tool("anything"), WAIT)
         await client.close()
@@ -262,7 +262,7 @@ async def test_http_server_that_goes_away_mid_call():
 
     with FakeHTTPServer(on_tool_call(dies)) as fake:
         client = http_client(fake)
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(TransportError, match="closed the response stream before answering"):
             await asyncio.wait_for(client.call_tool("anything"), WAIT)
         assert [s.method for s in fake.requests].count("GET") == 0  # nothing to resume
@@ -284,7 +284,7 @@ async def test_http_server_that_goes_away_mid_call():
 async def test_http_answers_that_can_never_complete_a_request(scripted, problem):
     with FakeHTTPServer(on_tool_call(scripted)) as fake:
         client = http_client(fake)
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(TransportError, match=problem):
             await asyncio.wait_for(client.call_tool("anything"), WAIT)
         await client.close()
@@ -302,7 +302,7 @@ async def test_http_stream_with_noise_before_the_answer():
 
     with FakeHTTPServer(on_tool_call(noisy)) as fake:
         client = http_client(fake)
-        await client.connect()
+        await client.connect(mode="legacy")
         assert (await asyncio.wait_for(client.call_tool("anything"), WAIT)).text == "ok"
         await client.close()
     assert json.loads(json.dumps(fake.of("tools/call")[0].body))["params"]["name"] == "anything"

@@ -381,7 +381,9 @@ async def test_a_failed_handshake_leaves_nothing_open_and_can_be_retried():
 
 @pytest.mark.feature("CLI-07")
 def test_the_blocking_client_is_a_context_manager(tmp_path):
-    with Client(InProcessTransport(core_server())) as client:
+    client = Client(InProcessTransport(core_server()))
+    client.connect(mode="legacy")  # in process, the handshake era; the context manager reuses it
+    with client:
         assert client.connected and client.protocol_version == LATEST
         assert client.call_tool("echo", {"message": "sync"}).text == "sync"
     assert not client.connected
@@ -951,7 +953,7 @@ async def test_handlers_answer_live_server_requests(style):
     client.on_elicitation(handlers["elicitation/create"])
     client.on_sampling(handlers["sampling/createMessage"])
     client.on_roots(handlers["roots/list"])
-    await client.connect()
+    await client.connect(mode="legacy")
     # The handlers declared their capabilities.
     assert transport.wire.sent[0]["params"]["capabilities"] == {
         "elicitation": {}, "sampling": {}, "roots": {"listChanged": True}}
@@ -1082,6 +1084,7 @@ def test_the_blocking_client_answers_with_plain_functions_and_callbacks():
     progress: list[float] = []
     client.on_elicitation(lambda params: {"action": "decline"})
     client.on_progress(lambda params: progress.append(params["progress"]))
+    client.connect(mode="legacy")
     with client:
         elicited = json.loads(client.call_tool("ask", {"what": "elicit"}).text)
         assert elicited == {"result": {"action": "decline"}}
@@ -1105,6 +1108,7 @@ def test_a_callback_that_calls_its_own_blocking_client_gets_an_error_not_a_hang(
             seen.append(str(exc))
 
     client.on_progress(callback)
+    client.connect(mode="legacy")
     with client:
         assert client.call_tool("count", {"to": 1}, progress_token="t").text == "counted to 1"
         assert client.ping() == {}  # from this thread it is fine
@@ -1140,7 +1144,7 @@ async def test_a_silent_server_is_a_transport_error_after_the_read_timeout():
 
     transport = InProcessTransport(server, read_timeout=0.3)
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     started = time.monotonic()
     with pytest.raises(TransportError, match="read_timeout"):
         await client.call_tool("hang")

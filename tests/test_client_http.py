@@ -181,7 +181,7 @@ async def test_server_requests_on_the_post_stream_are_answered(ours):
     client.on_elicitation(confirm)
     client.on_sampling(lambda params: {"role": "assistant", "content": {"type": "text", "text": "4"},
                                        "model": "m", "stopReason": "endTurn"})
-    await client.connect()
+    await client.connect(mode="legacy")
     assert (await client.call_tool("confirm_action", {"action": "ship"})).text == "Done: ship (priority high)"
     assert asked[0]["message"] == "Do you want to ship?"
     sampled = json.loads((await client.call_tool("ask_client", {"request": "sample"})).text)
@@ -228,7 +228,7 @@ async def test_custom_headers_go_on_every_request(ours):
     assert transport.max_reconnection_wait == 300
     client = AsyncClient(transport)
     client.on_roots(lambda params: {"roots": []})  # opens the GET stream too
-    await client.connect()
+    await client.connect(mode="legacy")
     await client.ping()
     await eventually(lambda: recorder.of("GET"))
     await client.close()
@@ -252,7 +252,7 @@ def test_limits_must_be_positive(option, value):
 @pytest.mark.feature("CHTTP-03")
 async def test_max_message_bytes_against_our_server(ours):
     client = AsyncClient(CheckedHTTPTransport(ours.url, max_message_bytes=4096))
-    await client.connect()
+    await client.connect(mode="legacy")
     assert (await client.call_tool("echo", {"message": "x" * 1000})).text == "x" * 1000
     with pytest.raises(TransportError, match=r"exceeds max_message_bytes \(4096\)"):
         await client.call_tool("echo", {"message": "x" * 10000})
@@ -267,12 +267,12 @@ async def test_connect_once_close_and_connect_again_with_a_new_session(ours):
     client = AsyncClient(transport)
     first = await client.connect(mode="legacy")
     session_id = transport.session_id
-    assert await client.connect() is first and transport.session_id == session_id
+    assert await client.connect(mode="legacy") is first and transport.session_id == session_id
     assert transport.wire.methods_sent() == ["initialize", "notifications/initialized"]
     await client.close()
     assert not client.connected and transport.session_id is None
     assert [r.headers["mcp-session-id"] for r in recorder.of("DELETE")] == [session_id]
-    await client.connect()
+    await client.connect(mode="legacy")
     assert transport.session_id not in (None, session_id) and await client.ping() == {}
     await client.close()
 
@@ -282,7 +282,7 @@ async def test_a_deleted_session_raises_session_expired_and_is_forgotten(ours):
     recorder = Recorder()
     transport = CheckedHTTPTransport(ours.url, http_client_factory=recorder)
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     session_id = transport.session_id
     async with httpx.AsyncClient() as other:  # someone else ends the session
         ended = await other.delete(ours.url, headers={"mcp-session-id": session_id})
@@ -293,7 +293,7 @@ async def test_a_deleted_session_raises_session_expired_and_is_forgotten(ours):
     assert transport.session_id is None
     await client.close()
     assert recorder.of("DELETE") == []  # no session left to delete
-    await client.connect()  # a new session
+    await client.connect(mode="legacy")  # a new session
     assert transport.session_id not in (None, session_id) and await client.ping() == {}
     await client.close()
 
@@ -302,7 +302,7 @@ async def test_a_deleted_session_raises_session_expired_and_is_forgotten(ours):
 async def test_a_404_without_a_session_is_a_plain_not_found(ours):
     client = AsyncClient(CheckedHTTPTransport(ours.url.replace("/mcp", "/no-mcp-here")))
     with pytest.raises(NotFoundError) as raised:
-        await client.connect()
+        await client.connect(mode="legacy")
     assert type(raised.value) is NotFoundError and raised.value.status == 404
 
 
@@ -310,10 +310,10 @@ async def test_a_404_without_a_session_is_a_plain_not_found(ours):
 async def test_our_servers_refusals_map_to_their_errors(ours):
     client = AsyncClient(CheckedHTTPTransport(ours.url, headers={"origin": "http://evil.example"}))
     with pytest.raises(ForbiddenError, match="Invalid Origin header") as raised:
-        await client.connect()
+        await client.connect(mode="legacy")
     assert raised.value.status == 403
     client = AsyncClient(CheckedHTTPTransport(ours.url, headers={"mcp-protocol-version": "1999-01-01"}))
-    await client.connect()  # initialize itself carries no revision header to check...
+    await client.connect(mode="legacy")  # initialize itself carries no revision header to check...
     transport = client.transport
     transport.protocol_version = "1999-01-01"  # ...later requests do
     with pytest.raises(BadRequestError, match="unsupported MCP-Protocol-Version") as raised:
@@ -338,7 +338,7 @@ async def test_status_codes_map_to_errors(status, error):
     with FakeHTTPServer(refuse) as fake:
         transport = CheckedHTTPTransport(fake.url, check_server=False)
         client = AsyncClient(transport)
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(error, match=f"refused with {status}") as raised:
             await asyncio.wait_for(client.call_tool("x"), WAIT)
         assert type(raised.value) is error and raised.value.status == status
@@ -362,7 +362,7 @@ async def test_close_deletes_the_session(status, raises):
     with FakeHTTPServer(answer) as fake:
         transport = CheckedHTTPTransport(fake.url, check_server=False)
         client = AsyncClient(transport)
-        await client.connect()
+        await client.connect(mode="legacy")
         if raises:
             with pytest.raises(HTTPStatusError) as raised:
                 await client.close()
@@ -383,7 +383,7 @@ async def test_close_without_a_session_sends_nothing():
 
     with FakeHTTPServer(stateless) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False))
-        await client.connect()
+        await client.connect(mode="legacy")
         await client.close()
         await client.close()
         assert [s.method for s in fake.requests] == ["POST", "POST"]
@@ -429,7 +429,7 @@ async def test_a_closed_stream_is_resumed_with_get_after_the_retry_wait(retry, e
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False))
         logs: list[dict] = []
         client.on_log_message(logs.append)
-        await client.connect()
+        await client.connect(mode="legacy")
         result = await asyncio.wait_for(client.call_tool("slow"), WAIT)
         assert result.text == "resumed" and logs == [progress["params"]]
         [post] = fake.of("tools/call")
@@ -447,7 +447,7 @@ async def test_a_closed_stream_is_resumed_with_get_after_the_retry_wait(retry, e
 async def test_at_most_two_resumptions():
     with FakeHTTPServer(reconnecting([], 100, answer_on_get=0)) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False))
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(TransportError, match="after 2 resumptions"):
             await asyncio.wait_for(client.call_tool("slow"), WAIT)
         gets = [s for s in fake.requests if s.method == "GET"]
@@ -460,7 +460,7 @@ async def test_a_retry_past_the_budget_raises_without_waiting():
     # A retry of 10 minutes: raising within WAIT is raising without waiting it.
     with FakeHTTPServer(reconnecting([], 600_000)) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False, max_reconnection_wait=1))
-        await client.connect()
+        await client.connect(mode="legacy")
         with pytest.raises(TransportError, match=r"would need 600\.0 s, past max_reconnection_wait"):
             await asyncio.wait_for(client.call_tool("slow"), WAIT)
         assert [s.method for s in fake.requests].count("GET") == 0
@@ -481,7 +481,7 @@ async def test_the_rest_of_the_budget_bounds_the_resumed_stream():
         # A read timeout far past WAIT: raising within WAIT is the budget's doing.
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False, max_reconnection_wait=1.2,
                                                   timeout=10 * WAIT))
-        await client.connect()
+        await client.connect(mode="legacy")
         started = time.monotonic()
         with pytest.raises(TransportError, match="nothing for the rest of max_reconnection_wait"):
             await asyncio.wait_for(client.call_tool("slow"), WAIT)
@@ -504,7 +504,7 @@ async def test_the_budget_starts_when_the_stream_drops():
 
     with FakeHTTPServer(slow_then_drop) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False, max_reconnection_wait=0.5))
-        await client.connect()
+        await client.connect(mode="legacy")
         assert (await asyncio.wait_for(client.call_tool("slow"), WAIT)).text == "resumed"
         await client.close()
 
@@ -545,7 +545,7 @@ def conformance_server(tmp_path_factory):
 async def test_our_server_closing_the_stream_mid_call_is_resumed(conformance_server):
     recorder = Recorder()
     client = AsyncClient(CheckedHTTPTransport(conformance_server, http_client_factory=recorder))
-    await client.connect()
+    await client.connect(mode="legacy")
     started = time.monotonic()
     result = await asyncio.wait_for(client.call_tool("test_reconnection"), WAIT)
     assert result.text.startswith("Reconnection test completed successfully")
@@ -568,9 +568,9 @@ def test_the_listening_stream_carries_requests_tied_to_no_request(ours, register
 
     if registered == "before connect":
         client.on_roots(roots)
-        client.connect()
+        client.connect(mode="legacy")
     else:
-        client.connect(capabilities={"roots": {}})
+        client.connect(mode="legacy", capabilities={"roots": {}})
         assert recorder.of("GET") == []  # no handler, no listening stream
         client.on_roots(roots)
     with client:
@@ -603,7 +603,7 @@ async def test_the_http_client_factory_can_add_middleware_or_swap_the_adapter(ou
         return made[-1]
 
     client = AsyncClient(CheckedHTTPTransport(ours.url, http_client_factory=factory))
-    await client.connect()
+    await client.connect(mode="legacy")
     assert await client.ping() == {}
     await client.close()
     assert len(made) == 1 and made[0].is_closed
@@ -615,7 +615,7 @@ async def test_a_cancel_is_posted_with_the_session_headers(ours):
     recorder = Recorder()
     transport = CheckedHTTPTransport(ours.url, http_client_factory=recorder)
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     token = Cancellation()
     cancel_when(lambda: [b for _, b in recorder.posts() if b.get("method") == "tools/call"], token,
                 reason="stop")
@@ -648,7 +648,7 @@ async def test_the_cancel_post_follows_the_request_post():
 
     with FakeHTTPServer(respond) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False))
-        await client.connect()
+        await client.connect(mode="legacy")
         token = Cancellation()
         timer = threading.Timer(0.0, token.cancel)
         call = asyncio.ensure_future(client.call_tool("slow", cancellation=token))
@@ -680,7 +680,7 @@ async def test_a_handler_for_any_method_over_http():
     with FakeHTTPServer(respond) as fake:
         client = AsyncClient(CheckedHTTPTransport(fake.url, check_server=False))
         client.on_server_request("acme/confirm", lambda params: {"confirmed": params["what"]})
-        await client.connect()
+        await client.connect(mode="legacy")
         assert (await asyncio.wait_for(client.call_tool("x"), WAIT)).text == "confirmed"
         [answer] = [s for s in fake.requests if isinstance(s.body, dict) and s.body.get("id") == "ask-1"]
         assert answer.body == {"jsonrpc": "2.0", "id": "ask-1", "result": {"confirmed": "it"}}
@@ -703,7 +703,7 @@ def test_only_http_needs_httpx_and_sse_needs_nothing_more():
         "assert [(e.id, e.retry, e.data) for e in events] == [('7', 250, '{\"a\"\\n: 1}')], events\n"
         "with mcp_client.Client(mcp_client.StdioTransport(sys.executable, ['-m', 'tests.reference_server',\n"
         "                                                 'stdio'])) as client:\n"
-        "    assert client.ping() == {}\n"
+        "    assert client.call_tool('echo', {'message': 'hi'}).text == 'hi'\n"
         "try:\n"
         "    mcp_client.HTTPTransport('http://127.0.0.1:9/mcp')\n"
         "except ModuleNotFoundError as exc:\n"
@@ -724,12 +724,14 @@ def conformance_client(scenario: str, url: str) -> subprocess.CompletedProcess:
 
 
 def check_what_the_client_wrote(fake: FakeHTTPServer) -> None:
-    """The messages a client in another process POSTed, checked against the schema (the fake
-    negotiates 2025-11-25)."""
+    """The messages a client in another process POSTed, checked against the schema: the auto
+    mode's probe against the revision its envelope names, the rest against 2025-11-25 (which the
+    fake negotiates)."""
     bodies = [seen.body for seen in fake.requests if seen.method == "POST"]
     assert bodies
     for body in bodies:
-        check_client_message(body, "2025-11-25")
+        named = ((body.get("params") or {}).get("_meta") or {}).get("io.modelcontextprotocol/protocolVersion")
+        check_client_message(body, named or "2025-11-25")
 
 
 SEP1034_SCHEMA = {"type": "object", "required": [], "properties": {

@@ -61,7 +61,7 @@ def transport(request):
 async def test_a_whole_session_with_the_official_server(transport, revision):
     client = AsyncClient(transport)
     first = await client.connect(protocol_version=revision, mode="legacy")
-    assert await client.connect() is first and client.protocol_version == revision
+    assert await client.connect(mode="legacy") is first and client.protocol_version == revision
     assert transport.wire.methods_sent() == ["initialize", "notifications/initialized"]
     assert client.server_implementation == {"name": "reference-server", "version": "2.3.0"}
     assert client.server_capabilities["resources"]["subscribe"] is True
@@ -136,7 +136,7 @@ async def test_the_official_server_asks_and_our_handlers_answer(transport):
     client.on_elicitation(elicit)
     client.on_sampling(lambda params: SAMPLED)
     client.on_roots(lambda params: {"roots": [{"uri": "file:///work/a", "name": "a"}, {"uri": "file:///tmp"}]})
-    await client.connect()
+    await client.connect(mode="legacy")
     signed = await client.call_tool("sign_up")
     assert signed.text == "signed up Ada <nobody@example.com> newsletter=False"
     assert asked[0]["message"] == "Who are you?"
@@ -150,7 +150,7 @@ async def test_the_official_server_asks_and_our_handlers_answer(transport):
 async def test_a_declined_elicitation(transport):
     client = AsyncClient(transport)
     client.on_elicitation(lambda params: {"action": "decline"})
-    await client.connect()
+    await client.connect(mode="legacy")
     assert (await client.call_tool("sign_up")).text == "not signed up (decline)"
     await client.close()
 
@@ -158,7 +158,7 @@ async def test_a_declined_elicitation(transport):
 @pytest.mark.feature("CAN-07")
 async def test_cancelling_a_call_to_the_official_server(transport):
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     token = Cancellation()
     cancel_when(lambda: transport.wire.sent_of("tools/call"), token, reason="bored")
     # A nap longer than WAIT: raising within WAIT is the cancel's doing.

@@ -46,11 +46,12 @@ async def served(short_lived_connections):  # noqa: F811
         await transport.close()
 
 
-@pytest.mark.feature("CLI-02", "CLI-08", "CLI-14")
+@pytest.mark.feature("CLI-02", "CLI-08", "CLI-14", "CLI-15", "CLI-16")
 async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_it(served):
     recorded: list[httpx.Request] = []
     client = client_over(served(), recorded)
-    result = await client.connect(mode="auto", client_info={"name": "t", "version": "1"})
+    # No mode is auto mode.
+    result = await client.connect(client_info={"name": "t", "version": "1"})
     assert client.is_modern and client.protocol_version == MODERN == result["protocolVersion"]
     assert client.server_implementation == {"name": "modern", "version": "2.0"}
     assert client.instructions == "Use echo."
@@ -84,7 +85,8 @@ async def test_auto_mode_adopts_the_modern_lifecycle_and_every_request_carries_i
 @pytest.mark.feature("CLI-02", "CLI-04")
 async def test_legacy_mode_and_a_pinned_handshake_revision_never_probe(served):
     app = served()
-    for options in ({"mode": "legacy"}, {}, {"mode": "auto", "protocol_version": "2025-06-18"}):
+    for options in ({"mode": "legacy"}, {"protocol_version": "2025-11-25"},
+                    {"mode": "auto", "protocol_version": "2025-06-18"}):
         recorded: list[httpx.Request] = []
         client = client_over(app, recorded)
         result = await client.connect(**options)
@@ -180,7 +182,7 @@ async def test_tools_with_invalid_x_mcp_header_declarations_are_left_out(caplog)
         assert [tool.name for tool in await client.tools()] == ["good"]
     assert "leaving out tool 'bad'" in caplog.text
     assert (await client.call_tool("good", {"b": "é"})).text == "ok"
-    # Rounds of input are not answered automatically yet: the caller is told, with the requests.
+    # No roots handler is registered: the caller is told, with the requests, to answer them.
     with pytest.raises(InputRequiredError, match="input_required") as needs:
         await client.call_tool("asks", {})
     assert needs.value.result["inputRequests"]["r1"]["method"] == "roots/list"
@@ -224,6 +226,41 @@ async def test_a_stdio_server_silent_on_discover_gets_the_handshake_after_the_bo
     await client.close()
 
 
+LATE_ON_DISCOVER = r"""
+import json, sys
+discover = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "late", "version": "1"}}}
+held = None
+def say(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "server/discover" and held is None:
+        held = message  # answered only once the client has given up on it and sent initialize
+    elif message.get("method") == "initialize":
+        say({"id": held["id"], "result": discover})
+        say({"id": message["id"], "error": {"code": -32601, "message": "this connection uses 2026-07-28"}})
+    elif message.get("method") == "server/discover":
+        say({"id": message["id"], "result": discover})
+    elif "id" in message:
+        say({"id": message["id"], "result": {"resultType": "complete", "tools": []}})
+"""
+
+
+@pytest.mark.feature("CLI-02", "CSTDIO-03")
+async def test_a_server_that_answers_the_probe_late_is_followed_into_the_modern_lifecycle():
+    """A stdio server slower to start than the probe's bound: it answers the timed-out probe late,
+    takes the 2026-07-28 lifecycle and refuses initialize; the client probes again and follows."""
+    transport = script_stdio(LATE_ON_DISCOVER)
+    client = AsyncClient(transport)
+    client.discover_timeout = 0.5  # the 5 s default, shortened for the test
+    result = await client.connect()
+    assert client.is_modern and result["serverInfo"] == {"name": "late", "version": "1"}
+    assert transport.wire.methods_sent() == ["server/discover", "initialize", "server/discover"]
+    assert (await client.list_tools()).items == []
+    await client.close()
+
+
 @pytest.mark.feature("CLI-04", "CLI-08")
 def test_the_blocking_client_connects_in_either_mode():
     client = fake_client(modern_fake, Client)
@@ -238,3 +275,39 @@ def test_the_blocking_client_connects_in_either_mode():
         assert not client.is_modern and client.protocol_version == "2025-11-25"
     finally:
         client.shutdown()
+
+
+def garbage_on_discover(answer):
+    """A handshake-era server (``legacy_only_server``) whose discover answer is ``answer``."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and json.loads(request.content).get("method") == "server/discover":
+            return answer(json.loads(request.content))
+        return legacy_only_server(request)
+
+    return handle
+
+
+@pytest.mark.feature("CLI-02", "CLI-04")
+async def test_a_server_answering_discover_with_garbage_gets_a_clear_error_or_the_handshake():
+    # A result that names no revision: auto mode falls back to initialize; modern mode refuses.
+    for result in ("garbage", {"supportedVersions": "2026-07-28"}, [1, 2]):
+        handler = garbage_on_discover(lambda message, result=result: httpx.Response(
+            200, json={"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        client = fake_client(handler)
+        await client.connect()
+        assert not client.is_modern and client.server_implementation == {"name": "old", "version": "1"}
+        await client.close()
+        with pytest.raises(ClientError, match="supports none of the client's modern revisions"):
+            await client.connect(mode="modern")
+    # Our revision, but no capabilities: not a usable connection, said so.
+    client = fake_client(garbage_on_discover(lambda message: httpx.Response(
+        200, json={"jsonrpc": "2.0", "id": message["id"], "result": {"supportedVersions": [MODERN]}})))
+    with pytest.raises(ClientError, match="server/discover result is not usable"):
+        await client.connect()
+    assert not client.connected
+    # Bytes that are not JSON-RPC at all: a transport error naming them, and nothing left open.
+    client = fake_client(garbage_on_discover(lambda message: httpx.Response(
+        200, content=b"<html>not mcp</html>", headers={"content-type": "text/html"})))
+    with pytest.raises(ClientError, match="not JSON"):
+        await client.connect()
+    assert not client.connected and not client.is_modern

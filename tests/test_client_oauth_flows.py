@@ -60,7 +60,7 @@ def code_provider(browser: Browser, **options: object) -> Provider:
 
 async def connect(world: World, oauth: object) -> AsyncClient:
     client = AsyncClient(HTTPTransport(world.mcp_url, oauth=oauth))
-    await client.connect()
+    await client.connect(mode="legacy")  # the fake MCP server speaks the handshake era
     return client
 
 

@@ -198,7 +198,7 @@ async def test_connect_once_close_and_connect_again_with_a_new_process():
     assert transport.wire.methods_sent() == ["initialize", "notifications/initialized"]
     await client.close()
     assert not client.connected and transport.process is None
-    await client.connect()
+    await client.connect(mode="legacy")
     assert client.connected and transport.process.pid != pid
     assert transport.wire.methods_sent().count("initialize") == 2
     assert await client.ping() == {}
@@ -220,7 +220,7 @@ async def test_nothing_is_sent_before_connect():
 async def test_read_timeout_bounds_a_silent_server():
     transport = our_stdio()
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     transport.read_timeout = 0.5  # after the handshake: Django takes longer than that to start
     started = time.monotonic()
     with pytest.raises(TransportError, match=r"read_timeout \(0.5 s\)"):
@@ -245,7 +245,7 @@ async def test_a_frame_over_max_line_bytes_is_a_transport_error():
         await client.call_tool("echo", {"message": "x" * 5000})
     # What follows the oversized frame cannot be trusted: the connection stays failed.
     with pytest.raises(TransportError, match="max_line_bytes"):
-        await client.ping()
+        await client.call_tool("echo", {"message": "y"})
     await client.close()
 
 
@@ -291,7 +291,7 @@ async def test_close_escalates_to_sigterm_then_sigkill(sigterm, ended_by):
     transport = CheckedStdioTransport(sys.executable, ["-c", STUBBORN, sigterm], check_server=False)
     transport.close_wait = 0.3  # the same schedule, faster
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     process = transport.process
     # A request that will never be answered is waiting when the client closes: it is freed.
     waiting = asyncio.ensure_future(client.ping())
@@ -314,7 +314,9 @@ def test_a_cancel_line_follows_its_request_line_on_the_server_side(tmp_path):
     transport = CheckedStdioTransport(
         sys.executable, ["-m", "tests.stdio_tap"], cwd=str(REPO), read_timeout=30,
         env={**STDIO_SETTINGS, "MCP_TAP_RECORD": str(record), "MCP_TAP_REPORT": str(tmp_path / "report")})
-    with Client(transport) as client:
+    client = Client(transport)
+    client.connect(mode="legacy")  # the tap checks every line against the handshake-era schema
+    with client:
         token = Cancellation()
         cancel_when(lambda: transport.wire.sent_of("tools/call"), token, reason="enough")
         with pytest.raises(CancelledError):
@@ -347,7 +349,7 @@ def test_a_cancel_line_follows_its_request_line_on_the_server_side(tmp_path):
 async def test_a_server_that_dies_gives_connection_closed_errors():
     transport = our_stdio()
     client = AsyncClient(transport)
-    await client.connect()
+    await client.connect(mode="legacy")
     call = asyncio.ensure_future(client.call_tool("sleepy", {"seconds": WAIT}))
     assert await client.ping() == {}  # read after the call: the call is running
     transport.process.kill()

@@ -1,0 +1,3 @@
+"""The eight syslog severities of ``notifications/message``, least severe first (both sides)."""
+
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

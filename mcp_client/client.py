@@ -219,11 +219,14 @@ class Client:
     def call_tool(self, name: str | None = None, arguments: dict | None = None, *,
                   tool: Tool | None = None, progress_token: Any = None,
                   on_progress: Callable | None = None, meta: dict | None = None,
-                  cancellation: Cancellation | None = None) -> CallToolResult:
-        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress."""
+                  cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                  request_state: str | None = None) -> CallToolResult:
+        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress.
+        ``input_responses`` and ``request_state`` answer an ``InputRequiredError`` by hand."""
         return self._run(self._async.call_tool(name, arguments, tool=tool, progress_token=progress_token,
                                                on_progress=on_progress, meta=meta,
-                                               cancellation=cancellation))
+                                               cancellation=cancellation, input_responses=input_responses,
+                                               request_state=request_state))
 
     def list_resources(self, cursor: str | None = None, *, meta: dict | None = None,
                        cancellation: Cancellation | None = None) -> Page:
@@ -241,10 +244,12 @@ class Client:
                            cancellation: Cancellation | None = None) -> list[ResourceTemplate]:
         return self._run(self._async.resource_templates(meta=meta, cancellation=cancellation))
 
-    def read_resource(self, uri: str, *, meta: dict | None = None,
-                      cancellation: Cancellation | None = None) -> list[dict]:
+    def read_resource(self, uri: str, *, meta: dict | None = None, cancellation: Cancellation | None = None,
+                      input_responses: dict | None = None, request_state: str | None = None) -> list[dict]:
         """The ``contents`` of a resource (an empty list when the server sends none)."""
-        return self._run(self._async.read_resource(uri, meta=meta, cancellation=cancellation))
+        return self._run(self._async.read_resource(uri, meta=meta, cancellation=cancellation,
+                                                   input_responses=input_responses,
+                                                   request_state=request_state))
 
     def subscribe_resource(self, uri: str, *, meta: dict | None = None,
                            cancellation: Cancellation | None = None) -> dict:
@@ -264,8 +269,10 @@ class Client:
         return self._run(self._async.prompts(meta=meta, cancellation=cancellation))
 
     def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
-                   cancellation: Cancellation | None = None) -> dict:
-        return self._run(self._async.get_prompt(name, arguments, meta=meta, cancellation=cancellation))
+                   cancellation: Cancellation | None = None, input_responses: dict | None = None,
+                   request_state: str | None = None) -> dict:
+        return self._run(self._async.get_prompt(name, arguments, meta=meta, cancellation=cancellation,
+                                                input_responses=input_responses, request_state=request_state))
 
     def complete(self, ref: dict, argument: dict, *, context: dict | None = None,
                  meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:

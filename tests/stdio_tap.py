@@ -28,6 +28,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from mcp_protocol.envelope import PROTOCOL_VERSION_KEY
+
 from .wire import (
     RESULT_TYPES,
     REVISIONS,
@@ -92,9 +94,14 @@ class Tap:
         if not isinstance(message, dict):
             raise AssertionError("the relay expects one JSON object per line")
         method = message.get("method")
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
         if method == "initialize":
-            requested = (message.get("params") or {}).get("protocolVersion")
+            requested = params.get("protocolVersion")
             self.revision = requested if requested in REVISIONS else LATEST
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        if meta.get(PROTOCOL_VERSION_KEY) in REVISIONS:
+            # A 2026-07-28 request names its revision in its envelope: checked against it.
+            self.revision = meta[PROTOCOL_VERSION_KEY]
         answered = None
         if method is not None and "id" in message:
             self.client_requests[message["id"]] = method

@@ -60,7 +60,7 @@ def test_without_a_command_it_shows_the_server_and_lists_everything():
     code, out, err = run(OUR_SERVER)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == "django-mcp-demo 0.1.0 (protocol 2025-11-25, handshake era)"
+    assert lines[0] == "django-mcp-demo 0.1.0 (protocol 2026-07-28, modern era)"
     tools = lines[lines.index("Tools") + 1:lines.index("Prompts")]
     assert tools[0].split() == ["name", "description"] and set(tools[1]) <= {"-", " "}
     assert ["echo", "Echo a message back."] in rows("\n".join(tools))
@@ -128,7 +128,8 @@ def test_the_user_answers_an_elicitation_on_the_terminal():
         asked.append(question)
         return next(answers)
 
-    code, out, err = run(OUR_SERVER, "call", "confirm_action", "action=ship", ask=ask)
+    # confirm_action asks live: a request of the handshake era.
+    code, out, err = run(OUR_SERVER, "--mode", "legacy", "call", "confirm_action", "action=ship", ask=ask)
     assert code == 0, err
     assert out == "Done: ship (priority high)\n"
     assert "The server asks: Do you want to ship?" in err
@@ -137,9 +138,26 @@ def test_the_user_answers_an_elicitation_on_the_terminal():
     assert "choose one of low, normal, high" in err
 
 
+def test_the_same_terminal_answers_an_input_required_round_of_the_modern_era():
+    answers = iter(["y", ""])
+    asked: list[str] = []
+
+    def ask(question: str) -> str:
+        asked.append(question)
+        return next(answers)
+
+    code, out, err = run(OUR_SERVER, "call", "delete_note", "title=groceries", ask=ask)
+    assert code == 0, err
+    assert out == "Deleted the note 'groceries'\n"
+    assert "The server asks: Delete the note 'groceries'?" in err
+    assert asked == ["  Delete it [false]: ", "Send this answer? [Y/n] "]
+
+
 def test_without_a_terminal_an_elicitation_is_declined():
-    code, out, _ = run(OUR_SERVER, "call", "confirm_action", "action=ship")
+    code, out, _ = run(OUR_SERVER, "--mode", "legacy", "call", "confirm_action", "action=ship")
     assert code == 0 and out == "Not done: ship (decline)\n"
+    code, out, _ = run(OUR_SERVER, "call", "delete_note", "title=groceries")
+    assert code == 0 and out == "Kept the note 'groceries' (decline)\n"
 
 
 def test_terminal_elicitation_keeps_defaults_and_cancels_on_end_of_input():
@@ -240,7 +258,7 @@ def test_key_value_parsing():
 def test_a_url_reaches_the_official_server_over_http(reference_http):
     code, out, err = run(reference_http.url)
     assert code == 0, err
-    assert out.splitlines()[0] == "reference-server 2.3.0 (protocol 2025-11-25, handshake era)"
+    assert out.splitlines()[0] == "reference-server 2.3.0 (protocol 2026-07-28, modern era)"
     assert ["ref://readme", "readme", "text/plain"] in rows(out)
     assert ["greet", "name, style", "Greet someone."] in rows(out)
     code, out, err = run(reference_http.url, "call", "count", "to=2", "--log-level", "info")

@@ -339,8 +339,6 @@ class AsyncClient(Lifecycle):
         if on_progress is not None and progress_token is None:
             progress_token = uuid.uuid4().hex
         meta = dict(meta or {})
-        if self.is_modern:  # the Tasks extension (SEP-2663): a task is driven to its end below
-            meta = {**tasks.declaring_meta(self), **meta}
         if progress_token is not None:
             meta["progressToken"] = progress_token
         params = {"name": name, "arguments": arguments or {}}
@@ -350,6 +348,7 @@ class AsyncClient(Lifecycle):
             result = await self._call(methods.TOOLS_CALL, params, meta=meta, cancellation=cancellation,
                                       input_responses=input_responses, request_state=request_state)
             if isinstance(result, dict) and result.get("resultType") == "task":
+                # The Tasks extension (SEP-2663), declared in every modern envelope: driven to its end.
                 result = await tasks.final_result(self, result, cancellation)
         finally:
             self._progress.pop(progress_token, None)

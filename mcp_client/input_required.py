@@ -25,7 +25,9 @@ from .handlers import run_handler
 
 COMPLETE = "complete"
 INPUT_REQUIRED = "input_required"
-RESULT_TYPES = (COMPLETE, INPUT_REQUIRED)
+# The Tasks extension (SEP-2663): a tools/call answered with a task handle (call_tool drives it).
+TASK = "task"
+RESULT_TYPES = (COMPLETE, INPUT_REQUIRED, TASK)
 # The requests that may be answered with input_required (SEP-2322), and the ones a server may embed.
 DRIVEN_METHODS = (methods.TOOLS_CALL, methods.PROMPTS_GET, methods.RESOURCES_READ)
 INPUT_METHODS = (methods.ELICITATION_CREATE, methods.SAMPLING_CREATE_MESSAGE, methods.ROOTS_LIST)
@@ -64,6 +66,8 @@ def result_type(method: str, result: Any) -> str:
     if kind == INPUT_REQUIRED and method not in DRIVEN_METHODS:
         raise ValidationError(f"the server answered {method} with input_required, which only "
                               f"{', '.join(DRIVEN_METHODS)} may have")
+    if kind == TASK and method != methods.TOOLS_CALL:
+        raise ValidationError(f"the server answered {method} with a task, which only tools/call may have")
     return kind
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from mcp_protocol import methods, versions
 from mcp_protocol.errors import METHOD_NOT_FOUND
 
-from . import modern
+from . import modern, tasks
 from .errors import ClientError, HTTPStatusError, ServerError, ValidationError
 from .modern import mutual_version
 
@@ -82,7 +82,7 @@ class Lifecycle:
                 raise ClientError(f"the server supports none of the client's modern revisions "
                                   f"({wanted or ', '.join(versions.MODERN_VERSIONS)}): {discovered!r}")
             return None
-        self._envelope = modern.envelope(version, declared, client_info)
+        self._envelope = modern.envelope(version, tasks.declaring(declared), client_info)
         if adopt is not None:
             adopt(version)
         for deprecated in modern.deprecated_capabilities(declared):
@@ -94,7 +94,7 @@ class Lifecycle:
     async def _probe(self, mode: str, version: str, declared: dict, client_info: dict) -> Any:
         """One ``server/discover`` in the envelope of ``version``; bounded in auto mode, where a
         handshake-era server may never answer it."""
-        self._envelope = modern.envelope(version, declared, client_info)
+        self._envelope = modern.envelope(version, tasks.declaring(declared), client_info)
         adopt = getattr(self._wire, "adopt_modern", None)
         if adopt is not None:
             adopt(version)

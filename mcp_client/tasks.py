@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol.cancellation import Cancellation, CancelledError
-from mcp_protocol.envelope import CLIENT_CAPABILITIES_KEY
 from mcp_protocol.errors import INTERNAL_ERROR
 
 from .errors import ClientError, NotConnectedError, ServerError, ValidationError
+from .handlers import run_handler
 from .types import CallToolResult
 
 if TYPE_CHECKING:
@@ -66,30 +66,29 @@ class Task:
         return self.status in FINISHED
 
 
-def _modern(client: AsyncClient) -> dict:
-    """The capabilities of the client's envelope; refuses a client not in the 2026-07-28 lifecycle."""
+async def _call(client: AsyncClient, method: str, params: dict,
+                cancellation: Cancellation | None = None) -> Any:
+    """One request of the extension; refused on a client not in the 2026-07-28 lifecycle (its
+    envelope declares the extension: see :func:`declaring`)."""
     if not client.connected:
         raise NotConnectedError("call connect() before using tasks")
-    envelope = client._envelope
-    if envelope is None:
+    if not client.is_modern:
         raise ClientError("tasks need the 2026-07-28 lifecycle (SEP-2663 is not defined before it); "
                           f"this client speaks {client.protocol_version}")
-    return dict(envelope.get(CLIENT_CAPABILITIES_KEY) or {})
+    return await client._call(method, params, cancellation=cancellation)
 
 
-def declaring_meta(client: AsyncClient) -> dict:
-    """``_meta`` declaring the extension, on top of the client's own capabilities."""
-    capabilities = _modern(client)
-    capabilities["extensions"] = {**(capabilities.get("extensions") or {}), EXTENSION_ID: {}}
-    return {CLIENT_CAPABILITIES_KEY: capabilities}
+def declaring(capabilities: dict) -> dict:
+    """``capabilities`` declaring the extension too: what a 2026-07-28 envelope of this client
+    says, since ``call_tool`` drives a returned task to its end."""
+    return {**capabilities, "extensions": {**(capabilities.get("extensions") or {}), EXTENSION_ID: {}}}
 
 
 async def start_tool_call(client: AsyncClient, name: str, arguments: dict | None = None, *,
                           cancellation: Cancellation | None = None) -> Task | CallToolResult:
-    """``tools/call`` declaring the extension: a :class:`Task` when the server made one, else the
+    """``tools/call``, the extension declared: a :class:`Task` when the server made one, else the
     tool's result (a server may answer at once)."""
-    result = await client._call("tools/call", {"name": name, "arguments": arguments or {}},
-                                meta=declaring_meta(client), cancellation=cancellation)
+    result = await _call(client, "tools/call", {"name": name, "arguments": arguments or {}}, cancellation)
     if isinstance(result, dict) and result.get("resultType") == "task":
         return Task.from_wire(result)
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
@@ -99,18 +98,17 @@ async def start_tool_call(client: AsyncClient, name: str, arguments: dict | None
 
 async def get_task(client: AsyncClient, task_id: str) -> Task:
     """``tasks/get``: the task now (a ServerError -32602 when the server knows no such task)."""
-    return Task.from_wire(await client._call("tasks/get", {"taskId": task_id}, meta=declaring_meta(client)))
+    return Task.from_wire(await _call(client, "tasks/get", {"taskId": task_id}))
 
 
 async def update_task(client: AsyncClient, task_id: str, input_responses: dict[str, dict]) -> None:
     """``tasks/update``: answers to the task's ``input_requests``, by their keys."""
-    await client._call("tasks/update", {"taskId": task_id, "inputResponses": input_responses},
-                       meta=declaring_meta(client))
+    await _call(client, "tasks/update", {"taskId": task_id, "inputResponses": input_responses})
 
 
 async def cancel_task(client: AsyncClient, task_id: str) -> None:
     """``tasks/cancel``: asks the server to stop; the task ends ``cancelled`` (or as it finished)."""
-    await client._call("tasks/cancel", {"taskId": task_id}, meta=declaring_meta(client))
+    await _call(client, "tasks/cancel", {"taskId": task_id})
 
 
 async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | None = None,
@@ -163,13 +161,11 @@ async def call_tool_as_task(client: AsyncClient, name: str, arguments: dict | No
 
 
 async def _answers(client: AsyncClient, requests: dict[str, dict]) -> dict[str, dict]:
-    from .async_client import _call_handler, _maybe_await
-
     answers = {}
     for key, entry in requests.items():
         method = entry.get("method") if isinstance(entry, dict) else None
         handler = client._server_requests.get(method)
         if handler is None:
             raise ClientError(f"the task asks {method!r} ({key}) and no handler is registered for it")
-        answers[key] = await _maybe_await(_call_handler(handler, entry.get("params") or {}))
+        answers[key] = await run_handler(handler, entry.get("params") or {})
     return answers

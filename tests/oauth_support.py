@@ -212,6 +212,9 @@ class World:
             return Answer(body={"jsonrpc": "2.0", "id": message["id"], "result": INITIALIZE_RESULT})
         if "id" not in message:
             return Answer(202)
+        if message["method"] == "server/discover":  # a handshake-era server: the client falls back
+            return Answer(body={"jsonrpc": "2.0", "id": message["id"],
+                                "error": {"code": -32601, "message": "Method not found: server/discover"}})
         if message["method"] == "tools/list":
             result: dict = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
         else:

@@ -131,7 +131,7 @@ def test_oauth_opens_the_browser_keeps_the_tokens_in_a_0600_file_and_the_next_ru
     code, out, err = run(demo.url, "--oauth", "tools")
     assert code == 0, err
     assert "add" in out and "Open this URL" not in err
-    seen = demo.wait_for_requests(mark, ("DELETE", "/mcp", 200))
+    seen = demo.wait_for_requests(mark, ("POST", "/mcp", 200))
     assert not [entry for entry in seen if entry[1].startswith(("/oauth/", "/.well-known/"))], seen
     assert {status for method, path, status in seen if path == "/mcp"} <= {200, 202}
     assert token_file(tmp_path, demo) == stored

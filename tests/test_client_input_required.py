@@ -149,9 +149,9 @@ async def test_each_input_request_is_answered_by_its_handler_and_the_request_rei
     client.on_elicitation(elicit)
     await client.connect()
     assert client.is_modern
-    # Only the kinds a handler is registered for are declared (MRTR-17).
+    # Only the kinds a handler is registered for are declared (MRTR-17), beside the Tasks extension.
     assert client.sent[0]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {
-        "elicitation": {}}
+        "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
 
     assert (await client.call_tool("delete", {"title": "notes"})).text == "deleted notes"
     first, retry = client.sent[-2:]
@@ -187,7 +187,8 @@ async def test_sampling_with_tools_and_roots_are_answered_in_one_round(modern_cl
         f"the {name} client capability is deprecated as of 2026-07-28 (SEP-2577); it still works, but "
         "servers are moving to other means" for name in ("roots", "sampling")]
     declared = client.sent[0]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
-    assert declared == {"sampling": {"tools": {}}, "roots": {"listChanged": True}}
+    assert declared == {"sampling": {"tools": {}}, "roots": {"listChanged": True},
+                        "extensions": {"io.modelcontextprotocol/tasks": {}}}
     assert (await client.call_tool("plan")).text == "sunny in file:///work"
     [asked] = sampled.seen
     assert asked["tools"] == PICK_TOOLS and asked["toolChoice"] == {"mode": "auto"}

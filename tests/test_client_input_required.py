@@ -112,7 +112,8 @@ async def modern_client(short_lived_connections):  # noqa: F811
     sent: list[dict] = []
 
     async def record(request: httpx.Request) -> None:
-        sent.append(json.loads(request.content))
+        if request.content:  # not the closing DELETE
+            sent.append(json.loads(request.content))
 
     def factory() -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=transport.as_asgi()),
@@ -324,3 +325,20 @@ async def test_input_responses_are_refused_on_a_handshake_era_connection():
     with pytest.raises(ValueError, match="handshake era"):
         await client.call_tool("delete", {"title": "x"}, request_state="s")
     await client.close()
+
+
+@pytest.mark.feature("EXT-03")
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_extensions_the_application_declares_are_sent_in_either_era(modern_client, mode):
+    client = modern_client
+    await client.connect(mode=mode, capabilities={"extensions": {"com.example/feature": {"level": 2}}})
+    if mode == "auto":
+        declared = client.sent[0]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        # The Tasks extension joins the application's own (call_tool drives a task to its end).
+        assert declared["extensions"] == {"com.example/feature": {"level": 2},
+                                          "io.modelcontextprotocol/tasks": {}}
+        await client.tools()
+        assert client.sent[-1]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] == declared
+    else:
+        [initialize] = [body for body in client.sent if body.get("method") == "initialize"]
+        assert initialize["params"]["capabilities"]["extensions"] == {"com.example/feature": {"level": 2}}

@@ -23,7 +23,9 @@ HANDSHAKE_ONLY = (methods.PING, methods.LOGGING_SET_LEVEL, methods.RESOURCES_SUB
                   methods.RESOURCES_UNSUBSCRIBE)
 
 # The request parameter each method names its target with (the Mcp-Name header, SEP-2243).
-NAME_PARAMS = {methods.TOOLS_CALL: "name", methods.PROMPTS_GET: "name", methods.RESOURCES_READ: "uri"}
+NAME_PARAMS = {methods.TOOLS_CALL: "name", methods.PROMPTS_GET: "name", methods.RESOURCES_READ: "uri",
+               # The Tasks extension (SEP-2663): its requests name their task, for routing.
+               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 def envelope(version: str, capabilities: dict, client_info: dict) -> dict:

@@ -38,10 +38,16 @@ async def client(transactional_db, short_lived_connections):
     transport = StreamableHTTPTransport(build_server())
     app = transport.as_asgi()
 
+    headers: list[tuple[str | None, str | None]] = []
+
+    async def record(request: httpx.Request) -> None:
+        headers.append((request.headers.get("mcp-method"), request.headers.get("mcp-name")))
+
     def factory() -> httpx.AsyncClient:
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), event_hooks={"request": [record]})
 
     connected = AsyncClient(CheckedHTTPTransport("http://127.0.0.1/mcp", http_client_factory=factory))
+    connected.headers_sent = headers
     yield connected
     await connected.close()
     await transport.close()
@@ -68,6 +74,8 @@ async def test_a_task_is_started_fetched_later_and_driven_to_its_result(client):
     assert isinstance(started, Task) and started.status == "working" and started.poll_interval_ms == 1000
     again = await get_task(client, started.task_id)
     assert again.task_id == started.task_id
+    # Mcp-Name carries the task id, so a load balancer can route by it (SEP-2663).
+    assert ("tasks/get", started.task_id) in client.headers_sent
     result = await wait_for_task(client, again)
     assert isinstance(result, CallToolResult) and result.text == "waited"
     # call_tool declares the extension on a modern request and drives the task to its result.

@@ -52,8 +52,11 @@ def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
     env = {"REDIS_URL": f"redis://{REDIS_HOST}:{redis_port or REDIS_PORT}/{redis_db}", **(env or {})}
     servers: list[DaphneServer] = []
     try:
+        # Started side by side: each spends its first seconds importing Django.
         for _ in range(count):
-            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env))
+            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env, wait=False))
+        for server in servers:
+            server.wait_until_listening()
         yield servers
     finally:
         for server in servers:

@@ -154,4 +154,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 # ``announced`` (a spy on the registry's change announcements, for the admin tests) and the
 # ``browser`` fixture (headless Chromium) for every test module.
 from .admin_support import announced  # noqa: E402, F401
-from .browser import browser  # noqa: E402, F401
+from .browser import browser, chromium_process  # noqa: E402, F401

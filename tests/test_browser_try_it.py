@@ -19,17 +19,21 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 PASSWORD = "a long test password"
 
 
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        server = DaphneServer()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def admin_page(browser):
-    """The browser, logged in as a superuser to admin on a daphne process; its base URL."""
+def admin_page(browser, server):
+    """The browser, logged in as a superuser to admin on the daphne process; its base URL."""
     User.objects.create_superuser("root", password=PASSWORD)
-    server = DaphneServer()
-    try:
-        base = server.url.removesuffix("/mcp")
-        log_in(browser, base, "root", PASSWORD)
-        yield browser, base
-    finally:
-        server.stop()
+    base = server.url.removesuffix("/mcp")
+    log_in(browser, base, "root", PASSWORD)
+    return browser, base
 
 
 def open_try_it(driver, base: str, tool: str, **arguments: str) -> None:

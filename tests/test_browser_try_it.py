@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from mcp_server.models import ToolCall
 
 from .browser import log_in, wait_for
-from .http_harness import DaphneServer
+from .http_support import running
 from .waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -21,10 +21,8 @@ PASSWORD = "a long test password"
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        server = DaphneServer()
-    yield server
-    server.stop()
+    with running(django_db_blocker) as server:
+        yield server
 
 
 @pytest.fixture

@@ -125,6 +125,8 @@ class DaphneServer(ChildProcess):
         self.stop()
         raise RuntimeError(f"daphne did not listen on {self.port} in {timeout}s:\n{self.log}")
 
+    _wait_until_listening = wait_until_listening  # its earlier name
+
 
 
 @dataclass

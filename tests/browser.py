@@ -26,10 +26,8 @@ def require_browser() -> None:
                          "chromium-driver; scripts/setup installs them where it can)")
 
 
-@pytest.fixture
-def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A headless Chromium; on a failed test, a screenshot of where it was."""
-    require_browser()
+def start_chromium() -> Any:
+    """A headless Chromium under chromedriver."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -40,6 +38,45 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(PATIENCE)
+    return driver
+
+
+def forget_everything(driver: Any) -> bool:
+    """Close the other windows, leave the page and drop every cookie (the logins of the test
+    before; the pages under test keep nothing in web storage): the next test starts as in a new
+    browser. False when the browser no longer answers."""
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        for handle in driver.window_handles[1:]:
+            driver.switch_to.window(handle)
+            driver.close()
+        driver.switch_to.window(driver.window_handles[0])
+        driver.get("about:blank")
+        driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+        return True
+    except WebDriverException:
+        return False
+
+
+@pytest.fixture(scope="session")
+def chromium_process() -> Iterator[dict[str, Any]]:
+    """The run's one Chromium (started by the first browser test; about 3 s a start), in
+    ``["driver"]``."""
+    holder: dict[str, Any] = {}
+    yield holder
+    if "driver" in holder:
+        holder["driver"].quit()
+
+
+@pytest.fixture
+def browser(request: pytest.FixtureRequest, chromium_process: dict[str, Any]) -> Iterator[Any]:
+    """A headless Chromium with no cookie and no page open; on a failed test, a screenshot of
+    where it was."""
+    require_browser()
+    if "driver" not in chromium_process:
+        chromium_process["driver"] = start_chromium()
+    driver = chromium_process["driver"]
     try:
         yield driver
     finally:
@@ -49,7 +86,8 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
             path = SCREENSHOTS / f"{request.node.name}.png"
             driver.save_screenshot(str(path))
             print(f"screenshot of the failed test: {path}")
-        driver.quit()
+        if not forget_everything(driver):
+            chromium_process.pop("driver").quit()
 
 
 def log_in(driver: Any, base_url: str, username: str, password: str) -> None:

@@ -123,10 +123,12 @@ def worker_beside(redis_db: int, env: dict,
 def processes_and_worker(*, redis_db: int, broker_db: int, mcp_settings: dict,
                          count: int = 2) -> Iterator[tuple[list, CeleryWorker]]:
     """``count`` daphne processes and one worker, on one (flushed) Redis database and one broker."""
-    from .http_cluster import cluster, require_services
+    from .http_cluster import cluster, listening, require_services
 
     require_services()
     env = {"CELERY_BROKER_URL": redis_broker(broker_db)}
-    with cluster(count, redis_db=redis_db, mcp_settings=mcp_settings, env=env) as servers, \
+    # The worker starts while daphne boots: both take seconds of CPU.
+    with cluster(count, redis_db=redis_db, mcp_settings=mcp_settings, env=env, wait=False) as servers, \
             worker_beside(redis_db, env, mcp_settings) as worker:
+        listening(servers)
         yield servers, worker

@@ -59,6 +59,54 @@ def _flush_survives_deadlocks():
     flush.Command.handle = original
 
 
+# Rows that flush keeps: every transactional test's flush would otherwise delete them and its
+# post_migrate signal insert them all again (create_contenttypes, create_permissions).
+KEPT_BY_FLUSH = ("django_content_type", "auth_permission")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_deletes_rows():
+    """On PostgreSQL, the flush after each transactional test DELETEs the rows of each table
+    instead of one TRUNCATE of them all: a TRUNCATE makes new files for every table and index
+    (~0.5 s a test), while the few rows a test wrote go at once. Content types and permissions
+    stay, so post_migrate (which would make them again) runs only when their count changed. A
+    flush that resets sequences or cascades (none of the tests') truncates as before."""
+    from django.core.management.commands import flush
+    from django.db import connections
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    original_sql_flush, original_emit = DatabaseOperations.sql_flush, flush.emit_post_migrate_signal
+    kept_counts: dict[str, tuple] = {}
+
+    def sql_flush(self: Any, style: Any, tables: list[str], *, reset_sequences: bool = False,
+                  allow_cascade: bool = False) -> list[str]:
+        if reset_sequences or allow_cascade:
+            return original_sql_flush(self, style, tables, reset_sequences=reset_sequences,
+                                      allow_cascade=allow_cascade)
+        # Foreign keys are checked at commit (Django makes them DEFERRABLE INITIALLY DEFERRED),
+        # and flush runs these statements in one transaction: their order does not matter.
+        return [f"DELETE FROM {self.quote_name(table)};" for table in tables if table not in KEPT_BY_FLUSH]
+
+    def kept_rows(connection: Any) -> tuple:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT " + ", ".join(f"(SELECT count(*) FROM {connection.ops.quote_name(table)})"
+                                                 for table in KEPT_BY_FLUSH))
+            return cursor.fetchone()
+
+    def emit_post_migrate_signal(verbosity: int, interactive: bool, db: str, **kwargs: Any) -> None:
+        connection = connections[db]
+        if connection.vendor != "postgresql":
+            original_emit(verbosity, interactive, db, **kwargs)
+        elif kept_counts.get(db) != kept_rows(connection):
+            original_emit(verbosity, interactive, db, **kwargs)
+            kept_counts[db] = kept_rows(connection)
+
+    DatabaseOperations.sql_flush = sql_flush
+    flush.emit_post_migrate_signal = emit_post_migrate_signal
+    yield
+    DatabaseOperations.sql_flush, flush.emit_post_migrate_signal = original_sql_flush, original_emit
+
+
 def skip_summary(skipped: list[pytest.TestReport]) -> str | None:
     """One line: how many tests were skipped, grouped by reason; None when none were."""
     if not skipped:
@@ -116,4 +164,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 # ``announced`` (a spy on the registry's change announcements, for the admin tests) and the
 # ``browser`` fixture (headless Chromium) for every test module.
 from .admin_support import announced  # noqa: E402, F401
-from .browser import browser  # noqa: E402, F401
+from .browser import browser, chromium_process  # noqa: E402, F401

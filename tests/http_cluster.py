@@ -44,20 +44,33 @@ def redis_client(db: int, port: int | None = None) -> Any:
 
 @contextlib.contextmanager
 def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
-            redis_port: int | None = None, env: dict | None = None) -> Iterator[list[DaphneServer]]:
+            redis_port: int | None = None, env: dict | None = None,
+            wait: bool = True) -> Iterator[list[DaphneServer]]:
     """``count`` daphne processes on one database and one (freshly flushed) Redis database (of
-    the Redis on ``redis_port``: one a test started, say); ``env`` adds to their environment."""
+    the Redis on ``redis_port``: one a test started, say); ``env`` adds to their environment.
+
+    ``wait=False``: given as soon as they are started, so that another process (a Celery worker)
+    starts meanwhile; the caller then waits with :func:`listening`."""
     with redis_client(redis_db, redis_port) as client:
         client.flushdb()
     env = {"REDIS_URL": f"redis://{REDIS_HOST}:{redis_port or REDIS_PORT}/{redis_db}", **(env or {})}
     servers: list[DaphneServer] = []
     try:
+        # Started side by side: each spends its first seconds importing Django.
         for _ in range(count):
-            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env))
+            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env, wait=False))
+        if wait:
+            listening(servers)
         yield servers
     finally:
         for server in servers:
             server.stop()
+
+
+def listening(servers: list[DaphneServer]) -> None:
+    """Wait until each of ``servers`` (started with ``wait=False``) accepts connections."""
+    for server in servers:
+        server.wait_until_listening()
 
 
 def new_session(url: str, revision: str = "2025-11-25", capabilities: dict | None = None) -> HTTPClient:

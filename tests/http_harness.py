@@ -86,8 +86,10 @@ class DaphneServer(ChildProcess):
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
                  log_path: Path | None = None, application: str = "project.asgi:application",
-                 server: str = "daphne", port: int | None = None):
+                 server: str = "daphne", port: int | None = None, wait: bool = True):
         # ``port``: chosen beforehand when the settings must name it (the protected demo's URL).
+        # ``wait=False``: return once started; the caller calls ``wait_until_listening()`` (so that
+        # several processes start side by side).
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path or Path(f"/tmp/mcp-daphne-{self.port}.log")
@@ -107,9 +109,10 @@ class DaphneServer(ChildProcess):
             [sys.executable, "-m", server, *address, str(self.port), application],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
-        self._wait_until_listening()
+        if wait:
+            self.wait_until_listening()
 
-    def _wait_until_listening(self, timeout: float = PATIENCE) -> None:
+    def wait_until_listening(self, timeout: float = PATIENCE) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -121,6 +124,8 @@ class DaphneServer(ChildProcess):
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"daphne did not listen on {self.port} in {timeout}s:\n{self.log}")
+
+    _wait_until_listening = wait_until_listening  # its earlier name
 
 
 

@@ -35,6 +35,7 @@ from .http_cluster import (
     REDIS_PORT,
     cluster,
     ends,
+    listening,
     new_session,
     next_event,
     open_stream,
@@ -266,7 +267,9 @@ def test_deleting_the_session_cancels_its_call_in_the_worker(deployment, gate):
 def test_a_worker_killed_mid_call_ends_the_call_with_an_error(gate):
     require_services()
     env = {"CELERY_BROKER_URL": redis_broker(6)}
-    with cluster(2, redis_db=5, mcp_settings=SETTINGS, env=env) as (a, _b), worker_on(5, env) as worker:
+    with cluster(2, redis_db=5, mcp_settings=SETTINGS, env=env, wait=False) as (a, _b), \
+            worker_on(5, env) as worker:
+        listening([a, _b])
         client = new_session(a.url)
         call = CallStream(client, a.url, 41, {"steps": 1, "gate": str(gate), "limit": NEVER})
         until_progress(call)
@@ -286,7 +289,9 @@ def test_a_worker_killed_mid_call_ends_the_call_with_an_error(gate):
 def test_a_call_whose_web_process_was_killed_is_resumed_on_the_other_process(gate):
     require_services()
     env = {"CELERY_BROKER_URL": redis_broker(8)}
-    with cluster(2, redis_db=7, mcp_settings=SETTINGS, env=env) as (a, b), worker_on(7, env) as worker:
+    with cluster(2, redis_db=7, mcp_settings=SETTINGS, env=env, wait=False) as (a, b), \
+            worker_on(7, env) as worker:
+        listening([a, b])
         client = new_session(b.url)
         call = CallStream(client, a.url, 61, {"steps": 2, "gate": str(gate), "after_gate": 2})
         until_progress(call)
@@ -312,8 +317,10 @@ def test_a_call_whose_web_process_was_killed_is_resumed_on_the_other_process(gat
 def test_progress_from_a_worker_on_rabbitmq_reaches_the_client():
     require_services()
     require_rabbitmq()
-    with rabbitmq_queue() as env, cluster(2, redis_db=3, mcp_settings=SETTINGS, env=env) as (a, b), \
+    with rabbitmq_queue() as env, \
+            cluster(2, redis_db=3, mcp_settings=SETTINGS, env=env, wait=False) as (a, b), \
             worker_on(3, env) as worker:
+        listening([a, b])
         client = new_session(a.url)
         exchange = client.request("tools/call", {"name": "background_job", "arguments": {"steps": 3},
                                                  "_meta": {"progressToken": "p"}}, url=b.url)

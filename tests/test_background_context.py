@@ -14,6 +14,7 @@ from .http_cluster import (
     REDIS_PORT,
     cluster,
     events_until,
+    listening,
     new_session,
     open_stream,
     require_services,
@@ -28,8 +29,9 @@ def test_an_async_background_tool_notifies_subscribers_and_logs_at_the_sessions_
     require_services()
     broker = redis_broker(BROKER_DB)
     redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
-    with cluster(2, redis_db=REDIS_DB, env={"CELERY_BROKER_URL": broker}) as (a, b), \
+    with cluster(2, redis_db=REDIS_DB, env={"CELERY_BROKER_URL": broker}, wait=False) as (a, b), \
             celery_worker(broker_url=broker, redis_url=redis_url) as worker:
+        listening([a, b])
         client = new_session(a.url)
         assert "result" in client.request("logging/setLevel", {"level": "info"}, url=a.url).response
         subscribed = client.request("resources/subscribe", {"uri": "demo://readme"}, url=a.url)

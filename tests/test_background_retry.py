@@ -12,7 +12,7 @@ import pytest
 from mcp_server.models import ToolCall
 
 from .celery_support import celery_worker, redis_broker
-from .http_cluster import REDIS_HOST, REDIS_PORT, cluster, new_session, require_services
+from .http_cluster import REDIS_HOST, REDIS_PORT, cluster, listening, new_session, require_services
 from .waiting import PATIENCE, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -31,8 +31,9 @@ def test_an_idempotent_call_runs_again_when_its_worker_dies(tmp_path):
     redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
     gate = tmp_path / "gate"
     worker_options = {"broker_url": broker, "redis_url": redis_url, "mcp_settings_json": json.dumps(SETTINGS)}
-    with cluster(2, redis_db=REDIS_DB, mcp_settings=SETTINGS, env={"CELERY_BROKER_URL": broker}) as (a, _b), \
-            celery_worker(name="first", **worker_options) as first:
+    with cluster(2, redis_db=REDIS_DB, mcp_settings=SETTINGS, env={"CELERY_BROKER_URL": broker},
+                 wait=False) as (a, _b), celery_worker(name="first", **worker_options) as first:
+        listening([a, _b])
         client = new_session(a.url)
         events: queue.Queue = queue.Queue()
         outcome: dict = {}

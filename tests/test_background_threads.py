@@ -13,7 +13,16 @@ import pytest
 from mcp_server.models import ToolCall
 
 from .celery_support import celery_worker, redis_broker
-from .http_cluster import REDIS_HOST, REDIS_PORT, cluster, new_session, redis_client, require_services, twin
+from .http_cluster import (
+    REDIS_HOST,
+    REDIS_PORT,
+    cluster,
+    listening,
+    new_session,
+    redis_client,
+    require_services,
+    twin,
+)
 from .modern_support import post_over_http
 from .waiting import PATIENCE, wait_until
 
@@ -38,9 +47,11 @@ def test_waiting_background_calls_hold_no_thread_of_the_web_process(tmp_path, de
     require_services()
     broker = redis_broker(BROKER_DB)
     gate = tmp_path / "gate"
-    with cluster(1, redis_db=REDIS_DB, mcp_settings=SETTINGS, env={"CELERY_BROKER_URL": broker}) as [web], \
+    with cluster(1, redis_db=REDIS_DB, mcp_settings=SETTINGS, env={"CELERY_BROKER_URL": broker},
+                 wait=False) as [web], \
             celery_worker(broker_url=broker, redis_url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}",
                           mcp_settings_json=json.dumps(SETTINGS)):
+        listening([web])
         client = new_session(web.url)
         responses: list = []
         # The gate holds the first call in the (solo) worker; the others wait in the broker.

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from mcp_server.models import ToolCall
 
 from .browser import log_in, wait_for
-from .http_harness import DaphneServer
+from .http_support import running
 from .waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -19,17 +19,19 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 PASSWORD = "a long test password"
 
 
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker):
+    with running(django_db_blocker) as server:
+        yield server
+
+
 @pytest.fixture
-def admin_page(browser):
-    """The browser, logged in as a superuser to admin on a daphne process; its base URL."""
+def admin_page(browser, server):
+    """The browser, logged in as a superuser to admin on the daphne process; its base URL."""
     User.objects.create_superuser("root", password=PASSWORD)
-    server = DaphneServer()
-    try:
-        base = server.url.removesuffix("/mcp")
-        log_in(browser, base, "root", PASSWORD)
-        yield browser, base
-    finally:
-        server.stop()
+    base = server.url.removesuffix("/mcp")
+    log_in(browser, base, "root", PASSWORD)
+    return browser, base
 
 
 def open_try_it(driver, base: str, tool: str, **arguments: str) -> None:

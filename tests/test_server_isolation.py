@@ -142,9 +142,11 @@ def test_two_servers_on_one_redis_never_see_each_others_broadcasts(django_db_blo
         redis.flushdb()
     env = {"REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"}
     with django_db_blocker.unblock():
-        shop = DaphneServer(mcp_settings={**HOOKS, "NAME": "shop"}, env=env)
-        blog = DaphneServer(mcp_settings={**HOOKS, "NAME": "blog"}, env=env)
+        shop = DaphneServer(mcp_settings={**HOOKS, "NAME": "shop"}, env=env, wait=False)
+        blog = DaphneServer(mcp_settings={**HOOKS, "NAME": "blog"}, env=env, wait=False)
     try:
+        shop.wait_until_listening()
+        blog.wait_until_listening()
         shop_client, blog_client = Client(shop.url), Client(blog.url)
         shop_client.initialize()
         blog_client.initialize()

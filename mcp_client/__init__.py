@@ -32,7 +32,7 @@ from .input_required import COMPLETE, INPUT_REQUIRED, InputRequiredError
 from .subscriptions import ListenError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
-from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
+from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 __all__ = [
     "COMPLETE",
@@ -48,6 +48,7 @@ __all__ = [
     "ClientError",
     "ConnectionClosedError",
     "CrossAppAccessProvider",
+    "DiscoverResult",
     "DiscoveryError",
     "FileTokenStorage",
     "ForbiddenError",

@@ -37,10 +37,12 @@ from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, chec
 from .messaging import Messaging
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
-from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
+from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 logger = logging.getLogger("mcp_client")
 
+# How many tools' x-mcp-header mappings are kept for Mcp-Param-* mirroring (CLI-15).
+MAX_REMEMBERED_TOOLS = 1000
 DEFAULT_CLIENT_INFO = {"name": "django-mcp-sdk-client", "version": "0.1.0"}
 
 
@@ -283,6 +285,14 @@ class AsyncClient(Lifecycle, Messaging):
             raise ValidationError(f"ping result must be an object, not {result!r}")
         return result
 
+    async def discover(self, *, meta: dict | None = None,
+                       cancellation: Cancellation | None = None) -> DiscoverResult:
+        """``server/discover``: the server's revisions, capabilities and identity, asked again
+        (``connect`` already asked it in the 2026-07-28 era; a handshake-era server may refuse it
+        with ``ServerError``)."""
+        return DiscoverResult.from_wire(
+            await self._call(methods.SERVER_DISCOVER, None, meta=meta, cancellation=cancellation))
+
     async def list_tools(self, cursor: str | None = None, *, meta: dict | None = None,
                          cancellation: Cancellation | None = None) -> Page:
         page = await self._page(methods.TOOLS_LIST, "tools", Tool.from_wire, cursor, meta, cancellation)
@@ -308,7 +318,10 @@ class AsyncClient(Lifecycle, Messaging):
                                tool.name, exc)
                 continue
             if known is not None:
+                known.pop(tool.name, None)  # the newest listing goes last: the oldest is forgotten first
                 known[tool.name] = paths
+                while len(known) > MAX_REMEMBERED_TOOLS:
+                    del known[next(iter(known))]
             kept.append(tool)
         return kept
 

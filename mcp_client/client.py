@@ -17,7 +17,7 @@ from mcp_protocol.cancellation import Cancellation
 
 from .async_client import AsyncClient
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES
-from .types import CallToolResult, Page, Prompt, Resource, ResourceTemplate, Tool
+from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
 T = TypeVar("T")
 
@@ -206,6 +206,11 @@ class Client:
     # Requests -----------------------------------------------------------------------------------
     def ping(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:
         return self._run(self._async.ping(meta=meta, cancellation=cancellation))
+
+    def discover(self, *, meta: dict | None = None,
+                 cancellation: Cancellation | None = None) -> DiscoverResult:
+        """``server/discover``: the server's revisions, capabilities and identity."""
+        return self._run(self._async.discover(meta=meta, cancellation=cancellation))
 
     def list_tools(self, cursor: str | None = None, *, meta: dict | None = None,
                    cancellation: Cancellation | None = None) -> Page:

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_protocol.envelope import SERVER_INFO_KEY
+
+from .errors import ValidationError
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -123,3 +127,39 @@ class CallToolResult:
     def text(self) -> str:
         """The text blocks of the content, joined."""
         return "\n".join(block.get("text", "") for block in self.content if block.get("type") == "text")
+
+
+@dataclass(frozen=True)
+class DiscoverResult:
+    """A ``server/discover`` answer (2026-07-28): the revisions, capabilities and identity of the
+    server, and how long (``ttl_ms``) and for whom (``cache_scope``) the answer may be kept."""
+
+    supported_versions: list[str]
+    capabilities: dict
+    server_info: dict | None = None
+    instructions: str | None = None
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    meta: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> DiscoverResult:
+        """Raises ``ValidationError`` for an answer that is not an object, or names no
+        capabilities object or no list of versions."""
+        if not isinstance(data, dict):
+            raise ValidationError(f"the server/discover result is not an object: {data!r}")
+        versions, capabilities = data.get("supportedVersions"), data.get("capabilities")
+        if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+            raise ValidationError(f"the server/discover result has no supportedVersions list: {data!r}")
+        if not isinstance(capabilities, dict):
+            raise ValidationError(f"the server/discover result has no capabilities object: {data!r}")
+        meta = data.get("_meta") if isinstance(data.get("_meta"), dict) else None
+        # The server's identity rides in _meta; a top-level serverInfo is accepted too.
+        server_info = (meta or {}).get(SERVER_INFO_KEY) or data.get("serverInfo")
+        instructions, ttl, scope = data.get("instructions"), data.get("ttlMs"), data.get("cacheScope")
+        return cls(supported_versions=list(versions), capabilities=capabilities,
+                   server_info=server_info if isinstance(server_info, dict) else None,
+                   instructions=instructions if isinstance(instructions, str) else None,
+                   ttl_ms=ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
+                   cache_scope=scope if isinstance(scope, str) else None, meta=meta, raw=data)

@@ -35,6 +35,8 @@ DEFAULT_RETRY_MS = 1000
 MIN_RETRY_MS = 100
 MAX_RESUME_ATTEMPTS = 2
 LISTEN_READ_TIMEOUT = 300.0
+# The largest integer every JSON peer reads exactly (2^53 - 1): larger ones get no Mcp-Param header.
+MAX_SAFE_INTEGER = 2**53 - 1
 _ABSENT = object()
 STATUS_ERRORS = {400: BadRequestError, 401: UnauthorizedError, 403: ForbiddenError,
                  404: NotFoundError, 422: UnprocessableError}
@@ -127,8 +129,11 @@ class HTTPTransport:
             value: Any = arguments
             for key in path:
                 value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
-            if value is not _ABSENT and value is not None:  # an absent argument has no header
-                headers[f"mcp-param-{name}"] = header_value(value)
+            if value is _ABSENT or value is None:  # an absent argument has no header
+                continue
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+                continue  # not exact in a JSON number everywhere: the body alone carries it
+            headers[f"mcp-param-{name}"] = header_value(value)
         return headers
 
     async def close(self) -> None:

@@ -16,7 +16,11 @@ import time
 import uuid
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import InvalidCredentials
+import httpx
+
+from .challenge import token_challenge
+from .errors import InvalidCredentials, TokenError
+from .pkce import code_challenge
 
 ALGORITHM = "ES256"
 NONCE_ERROR = "use_dpop_nonce"
@@ -27,8 +31,9 @@ def _b64(data: bytes) -> str:
 
 
 def access_token_hash(token: str) -> str:
-    """``ath``: base64url of the SHA-256 of the access token's ASCII (RFC 9449 §4.2)."""
-    return _b64(hashlib.sha256(token.encode("ascii")).digest())
+    """``ath``: base64url of the SHA-256 of the access token's ASCII (RFC 9449 §4.2), the transform
+    of PKCE's S256."""
+    return code_challenge(token)
 
 
 def target_uri(url: str) -> str:
@@ -41,6 +46,19 @@ def origin(url: str) -> str:
     """Nonces are kept per server: scheme, host and port."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def dpop_for_tokens(mode: bool | None, metadata: dict, issuer: str) -> bool:
+    """Whether token requests to an authorization server with this metadata carry proofs: when it
+    lists ES256 (``mode`` None), always (True; refused when it lists algorithms without ES256)."""
+    algorithms = metadata.get("dpop_signing_alg_values_supported")
+    listed = isinstance(algorithms, list) and ALGORITHM in algorithms
+    if mode is None:
+        return listed
+    if mode and isinstance(algorithms, list) and not listed:
+        raise TokenError(f"dpop=True, and the authorization server {issuer} lists DPoP algorithms "
+                         f"{algorithms!r} without {ALGORITHM}, the one proofs are signed with")
+    return bool(mode)
 
 
 class DPoPKey:
@@ -97,3 +115,14 @@ class DPoPKey:
             return False
         self._nonces[key] = nonce
         return True
+
+    def nonce_retry(self, request: httpx.Request, response: httpx.Response) -> bool:
+        """Keep a ``DPoP-Nonce`` the MCP server sent to a request with a proof; True when its answer
+        is a ``use_dpop_nonce`` challenge with a nonce the proof did not carry (worth one retry, §9)."""
+        if "dpop" not in request.headers:
+            return False
+        fresh = self.remember_nonce(str(request.url), response.headers.get("dpop-nonce"))
+        if response.status_code != 401 or not fresh:
+            return False
+        challenge = token_challenge(response.headers.get_list("www-authenticate"), ("dpop",))
+        return challenge is not None and challenge.error == NONCE_ERROR

@@ -17,8 +17,7 @@ import httpx
 from . import client_auth
 from .challenge import Challenge, token_challenge
 from .discovery import Discovery, discover, select_scope
-from .dpop import ALGORITHM as DPOP_ALGORITHM
-from .dpop import NONCE_ERROR, DPoPKey
+from .dpop import NONCE_ERROR, DPoPKey, dpop_for_tokens
 from .errors import InsecureURL, OAuthError, TokenError
 from .http import MAX_BODY_BYTES, OAuthHTTP, is_redirect, json_object
 from .storage import InMemoryTokenStorage, TokenStorage
@@ -151,29 +150,11 @@ class OAuthFlow(httpx.Auth):
         return token
 
     def _nonce_retry(self, request: httpx.Request, response: httpx.Response) -> bool:
-        """Keep a ``DPoP-Nonce`` the MCP server sent; True when its answer was a ``use_dpop_nonce``
-        challenge with a nonce the proof did not carry, which is worth one retry (RFC 9449 §9)."""
-        if self.dpop_key is None or "dpop" not in request.headers:
-            return False
-        fresh = self.dpop_key.remember_nonce(str(request.url), response.headers.get("dpop-nonce"))
-        if response.status_code != 401 or not fresh:
-            return False
-        challenge = token_challenge(response.headers.get_list("www-authenticate"), ("dpop",))
-        return challenge is not None and challenge.error == NONCE_ERROR
+        return self.dpop_key is not None and self.dpop_key.nonce_retry(request, response)
 
     def _uses_dpop(self, discovery: Discovery) -> bool:
         """Whether token requests to this authorization server carry DPoP proofs."""
-        if self.dpop_key is None:
-            return False
-        algorithms = discovery.metadata.get("dpop_signing_alg_values_supported")
-        listed = isinstance(algorithms, list) and DPOP_ALGORITHM in algorithms
-        if self.dpop is None:
-            return listed
-        if isinstance(algorithms, list) and not listed:
-            raise TokenError(f"dpop=True, and the authorization server {discovery.issuer} lists DPoP "
-                             f"algorithms {algorithms!r} without {DPOP_ALGORITHM}, the one proofs are "
-                             "signed with")
-        return True
+        return self.dpop_key is not None and dpop_for_tokens(self.dpop, discovery.metadata, discovery.issuer)
 
     def _issuer(self) -> str:
         return self._discovery.issuer if self._discovery else "(not discovered)"

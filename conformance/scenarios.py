@@ -21,12 +21,12 @@ AUTH_0_1 = [
     "auth/client-credentials-basic", "auth/cross-app-access-complete-flow",
 ]
 # The auth/* scenarios of the 0.2.0 alpha whose scenario server speaks the handshake era, and its
-# issuer checks (RFC 9207, SEP-2468); run by its 2025-11-25 leg. Not built: dpop, dpop-nonce.
+# issuer checks (RFC 9207, SEP-2468), and the DPoP extension's (RFC 9449); run by its 2025-11-25 leg.
 AUTH_0_2 = [
     *AUTH_BOTH,
     "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected", "auth/iss-normalized",
     "auth/metadata-issuer-mismatch", "auth/client-credentials-jwt", "auth/client-credentials-basic",
-    "auth/enterprise-managed-authorization", "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization", "auth/wif-jwt-bearer", "auth/dpop", "auth/dpop-nonce",
 ]
 # The auth/* scenarios of the 0.2.0 alpha whose MCP server answers only the 2026-07-28 lifecycle.
 AUTH_0_2_MODERN = [

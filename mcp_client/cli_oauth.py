@@ -4,7 +4,8 @@ The authorization URL is printed (and opened in a browser unless ``--no-browser`
 comes back to a listener on 127.0.0.1 (the port of the stored registration when it is free, else
 an ephemeral one: RFC 8252 lets a loopback redirect URI use any port); the tokens and the
 registration are kept in ``$XDG_CONFIG_HOME/django-mcp-sdk/oauth/`` (``~/.config`` without it),
-one file per server, mode 0600, and reused by the next command.
+one file per server, mode 0600, and reused by the next command, with the DPoP key tokens may be
+bound to beside it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,29 @@ def token_path(server_url: str) -> Path:
     readable = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{parts.netloc}{parts.path}").strip("_")[:80]
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
     return config_directory() / "oauth" / f"{readable}-{digest}.json"
+
+
+def dpop_key(token_file: Path) -> bytes:
+    """The command's DPoP key for one server, kept beside its tokens (mode 0600) so that tokens bound
+    to it stay usable by the next command; made on first use."""
+    path = token_file.with_name(token_file.stem + ".dpop-key.pem")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another command made it meanwhile
+        return path.read_bytes()
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(pem)
+    return pem
 
 
 class RedirectListener:
@@ -110,7 +134,8 @@ def _listen(storage: FileTokenStorage) -> RedirectListener:
 
 def person_provider(server_url: str, *, open_browser: bool, err: TextIO) -> tuple[Provider, RedirectListener]:
     """The provider for ``--oauth`` and the listener its redirect comes back to (close it after)."""
-    storage = FileTokenStorage(token_path(server_url))
+    path = token_path(server_url)
+    storage = FileTokenStorage(path)
     listener = _listen(storage)
 
     def redirect_handler(url: str) -> None:
@@ -130,5 +155,6 @@ def person_provider(server_url: str, *, open_browser: bool, err: TextIO) -> tupl
 
     provider = Provider(client_metadata={"client_name": CLIENT_NAME, "redirect_uris": [listener.redirect_uri],
                                          "grant_types": ["authorization_code", "refresh_token"]},
-                        redirect_handler=redirect_handler, callback_handler=callback_handler, storage=storage)
+                        redirect_handler=redirect_handler, callback_handler=callback_handler, storage=storage,
+                        dpop_key=dpop_key(path))
     return provider, listener

@@ -168,3 +168,20 @@ def test_a_refusal_at_the_redirect_is_a_clear_error(monkeypatch):
             assert http.get(f"{listener.redirect_uri}?code=late").status_code == 404  # the first counts
     finally:
         listener.close()
+
+
+@pytest.mark.feature("OAUTH-34")
+def test_the_dpop_key_is_kept_beside_the_tokens_for_the_next_command(tmp_path):
+    url = "http://127.0.0.1:9/mcp"
+    first, listener = cli_oauth.person_provider(url, open_browser=False, err=io.StringIO())
+    listener.close()
+    second, listener = cli_oauth.person_provider(url, open_browser=False, err=io.StringIO())
+    listener.close()
+    assert first.dpop_key.thumbprint == second.dpop_key.thumbprint
+    [key_file] = (tmp_path / "config" / "django-mcp-sdk" / "oauth").glob("*.dpop-key.pem")
+    assert key_file.name == cli_oauth.token_path(url).stem + ".dpop-key.pem"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    other, listener = cli_oauth.person_provider("http://127.0.0.1:9/other", open_browser=False,
+                                                err=io.StringIO())
+    listener.close()
+    assert other.dpop_key.thumbprint != first.dpop_key.thumbprint

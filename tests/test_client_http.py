@@ -789,8 +789,8 @@ def test_the_conformance_client_accepts_elicitations_with_the_defaults():
 
 @pytest.mark.feature("CONF-02")
 def test_the_conformance_client_names_what_it_cannot_do():
-    finished = conformance_client("auth/dpop", "http://127.0.0.1:9/mcp")
-    assert finished.returncode == 2 and "'auth/dpop' is not implemented" in finished.stderr
+    finished = conformance_client("auth/no-such-scenario", "http://127.0.0.1:9/mcp")
+    assert finished.returncode == 2 and "'auth/no-such-scenario' is not implemented" in finished.stderr
     finished = conformance_client("tools_call", "http://127.0.0.1:9/mcp")
     assert finished.returncode == 1 and "ConnectError" in finished.stderr
 

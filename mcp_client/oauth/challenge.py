@@ -68,10 +68,12 @@ def parse_www_authenticate(value: str) -> list[Challenge]:
     return challenges
 
 
-def bearer_challenge(values: list[str]) -> Challenge | None:
-    """The Bearer challenge among the ``WWW-Authenticate`` header values, if any."""
-    for value in values:
-        for challenge in parse_www_authenticate(value):
-            if challenge.scheme == "bearer":
+def token_challenge(values: list[str], schemes: tuple[str, ...] = ("bearer", "dpop")) -> Challenge | None:
+    """The challenge of the first of ``schemes`` the ``WWW-Authenticate`` header values carry: the
+    Bearer one, else the DPoP one (RFC 9449 §7.1) by default."""
+    challenges = [challenge for value in values for challenge in parse_www_authenticate(value)]
+    for scheme in schemes:
+        for challenge in challenges:
+            if challenge.scheme == scheme:
                 return challenge
     return None

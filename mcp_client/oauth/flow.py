@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 
 from . import client_auth
-from .challenge import Challenge, bearer_challenge
+from .challenge import Challenge, token_challenge
 from .discovery import Discovery, discover, select_scope
+from .dpop import NONCE_ERROR, DPoPKey, dpop_for_tokens
 from .errors import InsecureURL, OAuthError, TokenError
 from .http import MAX_BODY_BYTES, OAuthHTTP, is_redirect, json_object
 from .storage import InMemoryTokenStorage, TokenStorage
@@ -37,6 +38,13 @@ class OAuthFlow(httpx.Auth):
     ``http_client_factory()`` makes the ``httpx.AsyncClient`` of the flow's own requests (discovery,
     registration, tokens); redirects are never followed whatever its setting, and bodies over
     ``max_body_bytes`` (4 MiB) are refused.
+
+    DPoP (RFC 9449): with ``dpop=None`` (the default) tokens are requested DPoP-bound when the
+    authorization server lists ES256 in ``dpop_signing_alg_values_supported``, and a Bearer token it
+    issues anyway is used as one; ``dpop=True`` sends proofs whatever the metadata says and refuses
+    Bearer tokens; ``dpop=False`` never sends proofs. ``dpop_key`` (an EC P-256 PEM) is the key the
+    tokens are bound to; without it a key is generated for the provider, so DPoP-bound tokens a
+    shared or file storage keeps are usable only by the provider that obtained them.
     """
 
     requires_response_body = False
@@ -46,7 +54,16 @@ class OAuthFlow(httpx.Auth):
     def __init__(self, *, storage: TokenStorage | None = None, scope: str | None = None,
                  server_url: str | None = None,
                  http_client_factory: Callable[[], httpx.AsyncClient] | None = None,
-                 timeout: float = 30.0, max_body_bytes: int = MAX_BODY_BYTES):
+                 timeout: float = 30.0, max_body_bytes: int = MAX_BODY_BYTES,
+                 dpop: bool | None = None, dpop_key: str | bytes | None = None):
+        if dpop not in (None, True, False):
+            raise ValueError(f"dpop must be None (when the authorization server supports it), True or False, "
+                             f"not {dpop!r}")
+        if dpop is False and dpop_key is not None:
+            raise ValueError("dpop_key is the key of DPoP proofs, and dpop=False sends none: "
+                             "pass one or the other")
+        self.dpop = dpop
+        self.dpop_key = DPoPKey(dpop_key) if dpop is not False else None
         self.storage = storage if storage is not None else InMemoryTokenStorage()
         self.scope = scope
         self.http = OAuthHTTP(http_client_factory, timeout, max_body_bytes)
@@ -91,19 +108,25 @@ class OAuthFlow(httpx.Auth):
             tokens = await self._valid_tokens()
         sent = self._authorize_request(request, tokens)
         response = yield request
+        if self._nonce_retry(request, response):
+            self._authorize_request(request, tokens)  # a fresh proof carrying the resource server's nonce
+            response = yield request
         if response.status_code == 401 and request.extensions.get(NO_RENEWAL):
             return  # a request not worth asking anyone to authorize for (a closing DELETE)
         if response.status_code == 401:
-            challenge = bearer_challenge(response.headers.get_list("www-authenticate"))
+            challenge = token_challenge(response.headers.get_list("www-authenticate"))
             async with self._locked():
                 current = await self._renew(challenge, sent)
             sent = self._authorize_request(request, current)
             response = yield request
+            if self._nonce_retry(request, response):
+                self._authorize_request(request, current)
+                response = yield request
             if response.status_code == 401:
                 raise OAuthError(f"the MCP server still answers 401 to the token the authorization server "
                                  f"{self._issuer()} issued; giving up (no retry loop)")
         if response.status_code == 403 and self.step_up:
-            challenge = bearer_challenge(response.headers.get_list("www-authenticate"))
+            challenge = token_challenge(response.headers.get_list("www-authenticate"))
             if challenge is not None and challenge.error == "insufficient_scope":
                 async with self._locked():
                     current = await self._step_up(challenge, sent)
@@ -115,23 +138,42 @@ class OAuthFlow(httpx.Auth):
             self._lock = asyncio.Lock()
         return self._lock
 
-    @staticmethod
-    def _authorize_request(request: httpx.Request, tokens: dict | None) -> str | None:
+    def _authorize_request(self, request: httpx.Request, tokens: dict | None) -> str | None:
         token = _access(tokens)
-        if token:
+        if token and self.dpop_key is not None and (tokens or {}).get("token_type") == "DPoP":
+            request.headers["authorization"] = f"DPoP {token}"
+            request.headers["dpop"] = self.dpop_key.proof(request.method, str(request.url),
+                                                          access_token=token)
+        elif token:
             request.headers["authorization"] = f"Bearer {token}"
+            request.headers.pop("dpop", None)
         return token
+
+    def _nonce_retry(self, request: httpx.Request, response: httpx.Response) -> bool:
+        return self.dpop_key is not None and self.dpop_key.nonce_retry(request, response)
+
+    def _uses_dpop(self, discovery: Discovery) -> bool:
+        """Whether token requests to this authorization server carry DPoP proofs."""
+        return self.dpop_key is not None and dpop_for_tokens(self.dpop, discovery.metadata, discovery.issuer)
 
     def _issuer(self) -> str:
         return self._discovery.issuer if self._discovery else "(not discovered)"
 
     # Tokens --------------------------------------------------------------------------------------
+    async def _stored_tokens(self) -> dict | None:
+        """The stored tokens, unless they are DPoP-bound to a key this provider does not hold."""
+        tokens = await self.storage.tokens()
+        if tokens and tokens.get("token_type") == "DPoP" and (
+                self.dpop_key is None or tokens.get("dpop_jkt") != self.dpop_key.thumbprint):
+            return None
+        return tokens
+
     async def _valid_tokens(self) -> dict | None:
         """The stored tokens; refreshed first when they have expired and can be."""
-        tokens = await self.storage.tokens()
+        tokens = await self._stored_tokens()
         if _expiring(tokens) and self._discovery is not None:
             async with self.storage.locked():
-                tokens = await self.storage.tokens()  # another process may have refreshed them
+                tokens = await self._stored_tokens()  # another process may have refreshed them
                 if _expiring(tokens):
                     refreshed = await self._refresh(self._discovery, tokens)
                     if refreshed is not None:
@@ -143,11 +185,11 @@ class OAuthFlow(httpx.Auth):
         grant. Under the storage's lock up to the grant: tokens renewed meanwhile (by this process
         or another sharing the storage) are used as they are, and a client is registered once."""
         async with self.storage.locked():
-            current = await self.storage.tokens()
+            current = await self._stored_tokens()
             if current is not None and _access(current) != sent:
                 return current
             discovery = await self._discover(challenge)
-            tokens = await self.storage.tokens()
+            tokens = await self._stored_tokens()
             if tokens and tokens.get("refresh_token"):
                 refreshed = await self._refresh(discovery, tokens)
                 if refreshed is not None:
@@ -159,7 +201,7 @@ class OAuthFlow(httpx.Auth):
     async def _step_up(self, challenge: Challenge, sent: str | None) -> dict | None:
         """403 insufficient_scope: a fresh grant for the granted and the challenged scopes (OAUTH-19)."""
         async with self.storage.locked():
-            tokens = await self.storage.tokens()
+            tokens = await self._stored_tokens()
             if _access(tokens) != sent:
                 return tokens  # stepped up meanwhile
             discovery = await self._discover(challenge)
@@ -222,6 +264,8 @@ class OAuthFlow(httpx.Auth):
     async def _save(self, discovery: Discovery, response: dict, requested_scope: str | None) -> dict:
         tokens = {"access_token": response["access_token"], "token_type": "Bearer",
                   "issuer": discovery.issuer}
+        if str(response.get("token_type")).lower() == "dpop" and self.dpop_key is not None:
+            tokens.update(token_type="DPoP", dpop_jkt=self.dpop_key.thumbprint)
         if isinstance(response.get("refresh_token"), str):
             tokens["refresh_token"] = response["refresh_token"]
         scope = response.get("scope") if isinstance(response.get("scope"), str) else requested_scope
@@ -238,13 +282,24 @@ class OAuthFlow(httpx.Auth):
                              algorithm: str = "ES256") -> dict:
         """POST a grant to the token endpoint with the client's authentication; the token response."""
         url = require_public(discovery.metadata["token_endpoint"], "token endpoint", self.server_url)
-        headers: dict[str, str] = {}
-        if client is not None:
-            chosen = method or client_auth.choose_method(
-                client, discovery.metadata.get("token_endpoint_auth_methods_supported"))
-            client_auth.apply(chosen, client, data, headers, audience=discovery.issuer,
-                              private_key=private_key, algorithm=algorithm)
-        response, body = await self.http.request("POST", url, data=data, headers=headers)
+        use_dpop = self._uses_dpop(discovery)
+        for attempt in (1, 2):
+            headers: dict[str, str] = {}
+            if client is not None:  # made again for a retry: an assertion's jti is not reused
+                chosen = method or client_auth.choose_method(
+                    client, discovery.metadata.get("token_endpoint_auth_methods_supported"))
+                client_auth.apply(chosen, client, data, headers, audience=discovery.issuer,
+                                  private_key=private_key, algorithm=algorithm)
+            if use_dpop and self.dpop_key is not None:
+                headers["dpop"] = self.dpop_key.proof("POST", url)
+            response, body = await self.http.request("POST", url, data=data, headers=headers)
+            if not use_dpop or self.dpop_key is None:
+                break
+            fresh = self.dpop_key.remember_nonce(url, response.headers.get("dpop-nonce"))
+            # RFC 9449 §8: a use_dpop_nonce error with a new nonce is answered by one retry carrying it.
+            if not (attempt == 1 and fresh and response.status_code == 400
+                    and _oauth_error(body)[0] == NONCE_ERROR):
+                break
         if is_redirect(response):
             raise TokenError(f"the token endpoint {redact(url)} answered with a redirect "
                              f"(HTTP {response.status_code}), which is not followed",
@@ -259,9 +314,16 @@ class OAuthFlow(httpx.Auth):
         if not isinstance(tokens.get("access_token"), str) or not tokens["access_token"]:
             raise TokenError(f"the token response of {redact(url)} has no access_token")
         token_type = tokens.get("token_type")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        kind = token_type.lower() if isinstance(token_type, str) else None
+        if kind == "dpop" and not use_dpop:
+            raise TokenError(f"the token endpoint {redact(url)} issued a DPoP token to a request without a "
+                             "DPoP proof; refused")
+        if kind == "bearer" and use_dpop and self.dpop is True:
+            raise TokenError(f"the token endpoint {redact(url)} issued a Bearer token, and dpop=True accepts "
+                             "only DPoP-bound tokens")
+        if kind not in ("bearer", "dpop"):
             raise TokenError(f"the token endpoint {redact(url)} issued a {token_type!r} token; only Bearer "
-                             "tokens are supported")
+                             "and DPoP tokens are supported")
         return tokens
 
 

@@ -333,8 +333,11 @@ class AsyncClient(Lifecycle, Messaging):
                         tool: Tool | None = None, progress_token: Any = None,
                         on_progress: Callable | None = None, meta: dict | None = None,
                         cancellation: Cancellation | None = None, input_responses: dict | None = None,
-                        request_state: str | None = None) -> CallToolResult:
-        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress.
+                        request_state: str | None = None,
+                        on_task_status: Callable | None = None) -> CallToolResult:
+        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress, and
+        ``on_task_status(task)`` the status changes of a task the server answers with (the Tasks
+        extension: its status message is its progress).
 
         On a 2026-07-28 connection, ``input_required`` answers are driven through the registered
         handlers; ``input_responses=`` and ``request_state=`` retry one by hand (see
@@ -359,7 +362,7 @@ class AsyncClient(Lifecycle, Messaging):
                                       input_responses=input_responses, request_state=request_state)
             if isinstance(result, dict) and result.get("resultType") == "task":
                 # The Tasks extension (SEP-2663), declared in every modern envelope: driven to its end.
-                result = await tasks.final_result(self, result, cancellation)
+                result = await tasks.final_result(self, result, cancellation, on_task_status)
         finally:
             self._progress.pop(progress_token, None)
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):

@@ -108,6 +108,12 @@ class ProgressBar:
         self.out.flush()
         self.shown = True
 
+    def task_status(self, task: Any) -> None:
+        """A task's status and message (the Tasks extension): its progress."""
+        self.out.write(f"\r[task {task.status}] {task.status_message or ''}"[:120].ljust(80))
+        self.out.flush()
+        self.shown = True
+
     def done(self) -> None:
         if self.shown:
             self.out.write("\n")
@@ -300,7 +306,7 @@ def run(client: Client, options: argparse.Namespace, out: TextIO, err: TextIO) -
         bar = ProgressBar(err)
         try:
             result = client.call_tool(options.target, parse_arguments(options.arguments, schema),
-                                      on_progress=bar)
+                                      on_progress=bar, on_task_status=bar.task_status)
         finally:
             bar.done()
         for block in result.content:

@@ -225,13 +225,14 @@ class Client:
                   tool: Tool | None = None, progress_token: Any = None,
                   on_progress: Callable | None = None, meta: dict | None = None,
                   cancellation: Cancellation | None = None, input_responses: dict | None = None,
-                  request_state: str | None = None) -> CallToolResult:
-        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress.
-        ``input_responses`` and ``request_state`` answer an ``InputRequiredError`` by hand."""
+                  request_state: str | None = None, on_task_status: Callable | None = None) -> CallToolResult:
+        """Call a tool by ``name`` (or ``tool=``); ``on_progress(params)`` gets its progress and
+        ``on_task_status(task)`` a task's status changes. ``input_responses`` and
+        ``request_state`` answer an ``InputRequiredError`` by hand."""
         return self._run(self._async.call_tool(name, arguments, tool=tool, progress_token=progress_token,
                                                on_progress=on_progress, meta=meta,
                                                cancellation=cancellation, input_responses=input_responses,
-                                               request_state=request_state))
+                                               request_state=request_state, on_task_status=on_task_status))
 
     def list_resources(self, cursor: str | None = None, *, meta: dict | None = None,
                        cancellation: Cancellation | None = None) -> Page:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR
 
 from .errors import ClientError, NotConnectedError, ServerError, ValidationError
-from .handlers import run_handler
+from .handlers import maybe_await, run_handler
 from .types import CallToolResult
 
 if TYPE_CHECKING:
@@ -112,15 +113,23 @@ async def cancel_task(client: AsyncClient, task_id: str) -> None:
 
 
 async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | None = None,
-                        cancellation: Cancellation | None = None) -> CallToolResult:
+                        cancellation: Cancellation | None = None,
+                        on_status: Callable[[Task], Any] | None = None) -> CallToolResult:
     """Poll ``task`` to its end at the server's ``pollIntervalMs``, answering its input requests
     with the client's handlers (``on_elicitation``, ``on_sampling``, ``on_roots``): the tool's
-    result. A failed task raises ServerError with its JSON-RPC error; a cancelled one (or
-    ``cancellation``, which cancels the task too) CancelledError; ``timeout`` seconds without an
-    end, TimeoutError (the task goes on)."""
+    result. ``on_status(task)`` hears each new status or status message (a task's progress). A
+    failed task raises ServerError with its JSON-RPC error; a cancelled one (or ``cancellation``,
+    which cancels the task too) CancelledError; ``timeout`` seconds without an end, TimeoutError
+    (the task goes on)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     answered: set[str] = set()
-    while not task.finished:
+    told: tuple[str, str | None] | None = None
+    while True:
+        if on_status is not None and (task.status, task.status_message) != told:
+            told = (task.status, task.status_message)
+            await maybe_await(on_status(task))
+        if task.finished:
+            break
         if cancellation is not None and cancellation.cancelled:
             await cancel_task(client, task.task_id)
             raise CancelledError(task.task_id, cancellation.reason or "cancelled")
@@ -144,10 +153,11 @@ async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | Non
     return CallToolResult.from_wire(task.result)
 
 
-async def final_result(client: AsyncClient, created: dict,
-                       cancellation: Cancellation | None = None) -> dict:
+async def final_result(client: AsyncClient, created: dict, cancellation: Cancellation | None = None,
+                       on_status: Callable[[Task], Any] | None = None) -> dict:
     """The tool result (as sent) a ``CreateTaskResult`` ends with: what ``call_tool`` returns."""
-    return (await wait_for_task(client, Task.from_wire(created), cancellation=cancellation)).raw
+    return (await wait_for_task(client, Task.from_wire(created), cancellation=cancellation,
+                                on_status=on_status)).raw
 
 
 async def call_tool_as_task(client: AsyncClient, name: str, arguments: dict | None = None, *,

@@ -25,6 +25,7 @@ from .client_support import (
     every_message_checked,
 )
 from .harness import REPO
+from .http_harness import database_env
 
 OUR_SERVER = f"{sys.executable} {REPO / 'manage.py'} mcp_stdio"
 
@@ -279,3 +280,14 @@ def test_the_entry_point(tmp_path):
     finished = subprocess.run([sys.executable, "-m", "mcp_client", "--help"], capture_output=True, text=True,
                               timeout=60)
     assert finished.returncode == 0 and "a URL, or a command line in quotes" in finished.stdout
+
+
+@pytest.mark.feature("TASK-13")
+@pytest.mark.django_db(transaction=True)
+def test_a_task_shows_its_status_while_it_runs(monkeypatch):
+    for name, value in database_env().items():  # the server records the call in the test database
+        monkeypatch.setenv(name, value)
+    code, out, err = run(OUR_SERVER, "call", "count_in_background", "to=2")
+    assert code == 0, err
+    assert out == "Counted to 2\n"
+    assert "[task working]" in err and "[task completed]" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +38,8 @@ MAX_RESUME_ATTEMPTS = 2
 LISTEN_READ_TIMEOUT = 300.0
 # The largest integer every JSON peer reads exactly (2^53 - 1): larger ones get no Mcp-Param header.
 MAX_SAFE_INTEGER = 2**53 - 1
+# How long start_listening waits for the server to answer the GET that opens the stream.
+LISTEN_OPEN_WAIT = 5.0
 _ABSENT = object()
 STATUS_ERRORS = {400: BadRequestError, 401: UnauthorizedError, 403: ForbiddenError,
                  404: NotFoundError, 422: UnprocessableError}
@@ -363,26 +366,37 @@ class HTTPTransport:
             self._ended.add(request_id)
 
     async def start_listening(self) -> None:
-        """Open the session's GET stream in the background, for requests the server sends."""
+        """Open the session's GET stream in the background, for requests the server sends. It
+        returns once the server has answered the GET (at most LISTEN_OPEN_WAIT seconds), so that
+        what the server sends there just after the client's next request finds the stream open."""
         if self._listening is None or self._listening.done():
-            self._listening = self._spawn(self._listen())
+            opened = asyncio.Event()
+            self._listening = self._spawn(self._listen(opened))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(opened.wait(), LISTEN_OPEN_WAIT)
 
-    async def _listen(self) -> None:
+    async def _listen(self, opened: asyncio.Event) -> None:
         parser = SSEParser(self.max_message_bytes)
-        while self._http is not None and self.session_id:
-            headers = self._headers("text/event-stream")
-            if parser.last_event_id:
-                headers["last-event-id"] = parser.last_event_id
-            timeout = httpx.Timeout(self.timeout, read=LISTEN_READ_TIMEOUT)
-            try:
-                async with self._http.stream("GET", self.url, headers=headers, timeout=timeout) as response:
-                    if response.status_code != 200:
-                        return  # no listening stream here (405), or one is open already (409)
-                    await self._read_events(response, parser, None)
-            except (httpx.HTTPError, TransportError):
-                pass
-            wait = max(MIN_RETRY_MS, parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS)
-            await asyncio.sleep(wait / 1000)
+        try:
+            while self._http is not None and self.session_id:
+                headers = self._headers("text/event-stream")
+                if parser.last_event_id:
+                    headers["last-event-id"] = parser.last_event_id
+                timeout = httpx.Timeout(self.timeout, read=LISTEN_READ_TIMEOUT)
+                try:
+                    async with self._http.stream("GET", self.url, headers=headers,
+                                                 timeout=timeout) as response:
+                        opened.set()
+                        if response.status_code != 200:
+                            return  # no listening stream here (405), or one is open already (409)
+                        await self._read_events(response, parser, None)
+                except (httpx.HTTPError, TransportError):
+                    pass
+                opened.set()  # a GET that failed was answered too: nobody waits for a retry
+                wait = max(MIN_RETRY_MS, parser.retry_ms if parser.retry_ms is not None else DEFAULT_RETRY_MS)
+                await asyncio.sleep(wait / 1000)
+        finally:
+            opened.set()
 
     def _spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)

@@ -1,16 +1,32 @@
-"""The project's default server, and decorators that register onto it from ``mcp.py`` modules."""
+"""The composition root: the project's default server, its Streamable HTTP transport and stores,
+and what implements the ports of the floors below (:func:`install`); the decorators that register
+onto the default server from ``mcp.py`` modules, and their discovery.
+
+Nothing below this floor looks up the default server or its transport: it is handed them.
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.utils.module_loading import module_has_submodule
 
+from . import ports
+from .background.port import BackgroundCallPort
 from .configuration import Configuration
-from .server import Server
+from .extensions.tasks import hooks as tasks_extension
 from .settings import mcp_settings
+
+if TYPE_CHECKING:
+    from .http.transport import StreamableHTTPTransport
+    from .server import Server
 
 _lock = threading.Lock()
 _default: Server | None = None
@@ -58,10 +74,10 @@ def build_server() -> Server:
     return server
 
 
-_transport: Any = None
+_transport: StreamableHTTPTransport | None = None
 
 
-def get_transport() -> Any:
+def get_transport() -> StreamableHTTPTransport:
     """The Streamable HTTP transport of the default server, built from ``MCP_SERVER``."""
     global _transport
     server = get_server()
@@ -72,7 +88,7 @@ def get_transport() -> Any:
     return _transport
 
 
-def build_transport(server: Server) -> Any:
+def build_transport(server: Server) -> StreamableHTTPTransport:
     from .auth.resource_server import ResourceServer
     from .http import StreamableHTTPTransport
 
@@ -164,6 +180,30 @@ def build_stores() -> tuple[Any, Any]:
     return state, events
 
 
+def install() -> None:
+    """Register, once per process, what implements the ports of the floors below: background
+    calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
+    filter, and its hooks into background calls). The app's ``ready()`` calls it."""
+    ports.register(ports.BackgroundCalls, BackgroundCallPort())
+    tasks_extension.install(default_transport=get_transport)
+
+
+def autodiscover(*, force: bool = False) -> None:
+    """Import every installed app's ``mcp.py``, as admin imports ``admin.py`` (when
+    ``AUTODISCOVER`` is on). With ``force`` the modules run again, re-registering onto a freshly
+    built default server."""
+    if not mcp_settings.AUTODISCOVER:
+        return
+    for app_config in apps.get_app_configs():
+        if not module_has_submodule(app_config.module, "mcp"):
+            continue
+        name = f"{app_config.name}.mcp"
+        if force and name in sys.modules:
+            importlib.reload(sys.modules[name])
+        else:
+            importlib.import_module(name)
+
+
 def reset() -> None:
     """Forget the default server (after settings change).
 
@@ -172,10 +212,16 @@ def reset() -> None:
     global _default
     with _lock:
         _default = None
-    if mcp_settings.AUTODISCOVER:
-        from .apps import autodiscover
+    autodiscover(force=True)
 
-        autodiscover(force=True)
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_SERVER":
+        mcp_settings.reload()  # before the server is built again, whichever receiver ran first
+        reset()
+
+
+setting_changed.connect(_on_setting_changed)
 
 
 def register(item: Any) -> Any:

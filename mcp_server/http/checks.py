@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from django.http.request import split_domain_port, validate_host
 
-from mcp_protocol import versions
+from mcp_protocol import methods, versions
 from mcp_protocol.errors import HEADER_MISMATCH
 
 from .errors import HTTPError
@@ -160,10 +160,6 @@ def check_protocol_version(request: Request) -> str:
     return version
 
 
-# The body parameter that ``Mcp-Name`` mirrors, per method (SEP-2243).
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-               # The Tasks extension routes its requests by task id (SEP-2663).
-               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
 
 
@@ -178,7 +174,7 @@ def check_standard_headers(request: Request, method: str | None, params: Any, re
         raise HTTPError(400, f"Header mismatch: Mcp-Method header value {header_method!r} does not "
                         f"match body value {method!r}", code=HEADER_MISMATCH, request_id=request_id)
     header_name = request.header("mcp-name")
-    name_param = NAME_PARAMS.get(method or "")
+    name_param = methods.NAME_PARAMS.get(method or "")
     if header_name is None or name_param is None:
         return
     value = decode_header_value(header_name.strip())

@@ -19,9 +19,10 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
+from .. import ports
 from .errors import HTTPError
+from .event_store import request_key
 from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
-from .session import request_key
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -148,11 +149,11 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
         raise _refused(400, error, request_id) from None
 
     if TASK_IDS in requested:
-        from ..extensions.tasks.access import visible_task_ids
-
+        # The tasks the caller may see, as the Tasks extension says (with none installed, none).
+        task_filter = ports.implementation(ports.ListenTaskFilter)
         try:
-            requested[TASK_IDS] = await visible_task_ids(requested[TASK_IDS], envelope,
-                                                         consumer.principal)
+            requested[TASK_IDS] = [] if task_filter is None else await task_filter.visible_task_ids(
+                requested[TASK_IDS], envelope, consumer.principal)
         except MCPError as error:
             raise _refused(400, error, request_id) from None
     runtime = await transport.ensure_runtime()

@@ -34,7 +34,6 @@ from mcp_protocol.errors import (
 )
 from mcp_protocol.versions import is_handshake_version, is_modern_version
 
-from ..asgi import STALL_SECONDS
 from ..auth.guard import registry_seen_by
 from ..modern import requests
 from ..modern.session import REQUESTS_REFUSED
@@ -43,7 +42,8 @@ from ..session import ServerSession
 from .checks import Request
 from .errors import HTTPError
 from .modern_headers import HeaderMismatchError, check_modern_headers
-from .session import DroppingOutbound
+from .outbound import DroppingOutbound
+from .send_window import STALL_SECONDS
 from .sse import SSEResponse
 
 if TYPE_CHECKING:

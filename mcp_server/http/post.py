@@ -25,10 +25,11 @@ from .errors import HTTPError
 from .event_store import event_id, post_stream
 from .limits import admit_principal, check_progress_token, principal_of
 from .modern import check_no_envelope, handle_modern_post, routes_here
+from .outbound import DroppingOutbound, PostOutbound
 from .redis_client import RedisUnavailable
-from .session import DroppingOutbound, HTTPServerSession, PostOutbound
 from .session_store import SessionRecord
 from .sse import SSEResponse
+from .stored_session import HTTPServerSession
 
 logger = logging.getLogger("mcp_server.http")
 # What a store that stopped answering raises: Redis (the shared state, the event store), the database.

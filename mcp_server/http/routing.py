@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
 
+from .. import ports
 from ..outgoing import is_request_id_we_sent
+from .event_store import request_key
 from .liveness import holder_channel
 from .runtime import on_layer
-from .session import request_key
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -95,9 +96,9 @@ class Routing:
             "type": "mcp.cancel", "session_id": session_id, "request_key": key, "reason": reason,
         })
         # A background call's flag too: its worker may not have started yet.
-        from ..background.launch import cancel_call_of_request
-
-        await cancel_call_of_request(self, session_id, key)
+        background = ports.implementation(ports.BackgroundCalls)
+        if background is not None:
+            await background.cancel_request(self, session_id, key)
 
     async def send_to_process(self, channel: str | None, message: dict) -> None:
         """To the process owning ``channel``: through this process's runtime, or straight on the

@@ -10,7 +10,7 @@ from mcp_protocol.envelope import Envelope
 from mcp_protocol.errors import METHOD_NOT_FOUND
 
 from .. import dispatch
-from ..session import Outbound
+from ..ports import Outbound
 from .results import REMOVED_METHODS, stamp_response
 from .session import ModernSession
 

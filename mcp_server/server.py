@@ -26,6 +26,7 @@ from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
 from .primitives.prompt import prompt_from_function
 from .primitives.tool import tool_from_function
+from .registry import guard
 from .request_state import RequestStateSecurity
 from .session import ServerSession
 
@@ -135,13 +136,11 @@ class Server:
     async def registry_view(self, ctx: Any) -> Any:
         """What ``ctx``'s request may see: ``.tools``, ``.prompts``, ``.resources`` and
         ``.resource_templates``; the server itself when there is no overlay and no primitive
-        requires scopes or permissions (``mcp_server.auth.guard``)."""
+        requires scopes or permissions (``mcp_server.registry.guard``)."""
         registry = await self.registry_for(ctx.session.user_id)
         if not self.guarded:
             return registry
-        from .auth.guard import visible
-
-        return await visible(registry, ctx.session.principal, ctx.session.user_id)
+        return await guard.visible(registry, ctx.session.principal, ctx.session.user_id)
 
     @property
     def guarded(self) -> bool:
@@ -149,9 +148,7 @@ class Server:
         version = self.registry_version
         cached = self._guarded
         if cached is None or cached[0] != version:
-            from .auth.guard import is_guarded
-
-            found = any(is_guarded(primitive) for registry in (
+            found = any(guard.is_guarded(primitive) for registry in (
                 self.tools, self.prompts, self.resources, self.resource_templates)
                 for primitive in registry.values())
             cached = self._guarded = (version, found)

@@ -358,8 +358,8 @@ AUTHENTICATION_SETTINGS = {"AUTHENTICATION_CLASSES", "AUTHENTICATION_REQUIRED", 
 
 
 def test_authentication_settings_give_the_default_transport_its_resource_server(default_server_restored):
+    from mcp_server.auth.cookie import SessionAuthentication
     from mcp_server.auth.drf import DRFAuthentication
-    from mcp_server.auth.session import SessionAuthentication
     from mcp_server.site import get_transport
 
     # The default: no resource server at all (nothing runs per request).

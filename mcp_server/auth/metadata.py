@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..http.checks import Request, check_host
+from ..http.checks import check_host
 from ..http.errors import HTTPError
+from ..http.request import Request
 from .resource_server import WELL_KNOWN
 
 if TYPE_CHECKING:

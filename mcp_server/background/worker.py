@@ -22,7 +22,7 @@ from ..auth.base import Principal
 from ..http.event_store import EventsDropped
 from ..http.outbound import DETACHED, PostOutbound
 from ..http.stored_session import HTTPServerSession
-from ..modern.session import ModernSession
+from ..modern.request_session import ModernSession
 from ..outgoing import DeliveryError
 from . import records
 from .execute import BackgroundContext, ProgressFloor, execute, process_name

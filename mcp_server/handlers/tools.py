@@ -10,12 +10,12 @@ from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
 from mcp_protocol.versions import is_modern_version
 
 from .. import mrtr, ports
-from ..auth import guard
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
 from ..primitives.tool import Tool
 from ..primitives.tool_response import ToolResponse
+from ..registry import guard
 from . import cache_hints
 from .pagination import page
 from .params import as_object, required_string

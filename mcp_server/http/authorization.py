@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..invoke import call_user_code
-from .checks import Request
 from .errors import HTTPError
 from .limits import token_key
+from .request import Request
 from .session_store import SessionRecord
 
 if TYPE_CHECKING:

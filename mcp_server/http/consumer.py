@@ -20,12 +20,13 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc
 
 from ..auth.base import Principal
-from .checks import Request, check_header_values, check_host_and_origin
+from .checks import check_header_values, check_host_and_origin
 from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
 from .modern import refuses_verb
 from .post import handle_post
 from .redis_client import RedisUnavailable
+from .request import Request
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport

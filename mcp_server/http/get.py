@@ -6,11 +6,12 @@ import uuid
 from typing import TYPE_CHECKING
 
 from .authorization import authorize, session_of
-from .checks import Request, check_get_accept, check_protocol_version
+from .checks import check_get_accept, check_protocol_version
 from .errors import HTTPError
 from .event_store import GET_STREAM, EventsDropped, HashedRequestId, parse_event_id
 from .limits import too_many
 from .listen import ListenStream
+from .request import Request
 from .sse import SSEResponse
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from ..invoke import run_in_thread
 from .errors import HTTPError
 
 if TYPE_CHECKING:
-    from .checks import Request
+    from .request import Request
     from .shared_state import SharedState
     from .transport import StreamableHTTPTransport
 

@@ -26,8 +26,8 @@ from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
-    from .checks import Request
     from .consumer import StreamableHTTPConsumer
+    from .request import Request
 
 class ListenSubscription:
     """One open listen stream of this process.

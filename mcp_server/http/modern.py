@@ -34,15 +34,15 @@ from mcp_protocol.errors import (
 )
 from mcp_protocol.versions import is_handshake_version, is_modern_version
 
-from ..auth.guard import registry_seen_by
 from ..modern import requests
-from ..modern.session import REQUESTS_REFUSED
+from ..modern.request_session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
+from ..registry.guard import registry_seen_by
 from ..session import ServerSession
-from .checks import Request
 from .errors import HTTPError
 from .modern_headers import HeaderMismatchError, check_modern_headers
 from .outbound import DroppingOutbound
+from .request import Request
 from .send_window import STALL_SECONDS
 from .sse import SSEResponse
 

@@ -15,7 +15,8 @@ from typing import Any
 from mcp_protocol import methods
 from mcp_protocol.errors import HEADER_MISMATCH, MCPError
 
-from .checks import Request, decode_header_value
+from .checks import decode_header_value
+from .request import Request
 
 PARAM_HEADER_PREFIX = "mcp-param-"
 # A header value a client may send as it is: visible ASCII, spaces and tabs (RFC 9110).

@@ -10,11 +10,9 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
 
-from ..auth.guard import check_call_scopes
 from ..session import ServerSession
 from .authorization import authorize, session_of
 from .checks import (
-    Request,
     check_content_type,
     check_origin_storable,
     check_post_accept,
@@ -27,6 +25,8 @@ from .limits import admit_principal, check_progress_token, principal_of
 from .modern import check_no_envelope, handle_modern_post, routes_here
 from .outbound import DroppingOutbound, PostOutbound
 from .redis_client import RedisUnavailable
+from .request import Request
+from .scopes import check_call_scopes
 from .session_store import SessionRecord
 from .sse import SSEResponse
 from .stored_session import HTTPServerSession

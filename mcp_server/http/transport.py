@@ -25,11 +25,11 @@ from .event_store import GET_STREAM, DatabaseEventStore, EventStore, RedisEventS
 from .limits import StreamSlots, check_limits
 from .listen_filter import LISTENABLE
 from .liveness import Liveness
+from .resource_subscriptions import SubscriptionStore
 from .routing import Routing
 from .runtime import Runtime, runtime_group
 from .session_store import SessionStore
 from .shared_state import LocalState, RedisState, SharedState
-from .subscriptions import SubscriptionStore
 
 if TYPE_CHECKING:
     from ..server import Server

@@ -11,8 +11,8 @@ from mcp_protocol.errors import METHOD_NOT_FOUND
 
 from .. import dispatch
 from ..ports import Outbound
+from .request_session import ModernSession
 from .results import REMOVED_METHODS, stamp_response
-from .session import ModernSession
 
 if TYPE_CHECKING:
     from ..server import Server

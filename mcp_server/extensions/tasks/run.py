@@ -20,7 +20,7 @@ from ...background.launch import request_transport
 from ...background.runner import enqueue
 from ...background.task_hooks import TaskHooks
 from ...invoke import run_in_thread
-from ...modern.session import ModernSession
+from ...modern.request_session import ModernSession
 from . import Tasks, missing_capability, request_capabilities
 from .wire import task
 

@@ -19,9 +19,7 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import module_has_submodule
 
 from . import ports
-from .background.port import BackgroundCallPort
 from .configuration import Configuration
-from .extensions.tasks import hooks as tasks_extension
 from .settings import mcp_settings
 
 if TYPE_CHECKING:
@@ -183,7 +181,11 @@ def build_stores() -> tuple[Any, Any]:
 def install() -> None:
     """Register, once per process, what implements the ports of the floors below: background
     calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
-    filter, and its hooks into background calls). The app's ``ready()`` calls it."""
+    filter, and its hooks into background calls). The app's ``ready()`` calls it (the models they
+    use need the app registry)."""
+    from .background.port import BackgroundCallPort
+    from .extensions.tasks import hooks as tasks_extension
+
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     tasks_extension.install(default_transport=get_transport)
 

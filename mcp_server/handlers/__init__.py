@@ -7,7 +7,7 @@ from typing import Any
 
 from mcp_protocol import methods
 
-from ..modern.discover import discover
+from .discover import discover
 from . import completion, lifecycle, prompts, resources, tools
 
 Handler = Callable[[Any], Awaitable[Any]]

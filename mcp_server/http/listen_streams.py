@@ -16,7 +16,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
-from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
+from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
 from .. import ports
@@ -86,7 +86,7 @@ class ListenSubscription:
         meta: dict[str, Any] = {SUBSCRIPTION_ID_KEY: self.request_id}
         if self.server_info is not None:
             meta[SERVER_INFO_KEY] = self.server_info
-        return jsonrpc.response(self.request_id, {"resultType": "complete", "_meta": meta})
+        return jsonrpc.response(self.request_id, {"resultType": RESULT_COMPLETE, "_meta": meta})
 
     async def run(self) -> None:
         """The acknowledgement, then notifications and keepalives until the stream ends."""

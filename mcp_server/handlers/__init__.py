@@ -7,8 +7,8 @@ from typing import Any
 
 from mcp_protocol import methods
 
-from .discover import discover
 from . import completion, lifecycle, prompts, resources, tools
+from .discover import discover
 
 Handler = Callable[[Any], Awaitable[Any]]
 

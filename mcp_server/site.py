@@ -88,32 +88,13 @@ def get_transport() -> StreamableHTTPTransport:
 
 def build_transport(server: Server) -> StreamableHTTPTransport:
     from .auth.resource_server import ResourceServer
-    from .http import StreamableHTTPTransport
+    from .http.options import StreamableHTTPOptions
+    from .http.transport import StreamableHTTPTransport
 
-    s = mcp_settings
     state, events = build_stores()
-    return StreamableHTTPTransport(
-        server, stateless=s.STATELESS, enable_json_response=s.ENABLE_JSON_RESPONSE,
-        allowed_hosts=s.ALLOWED_HOSTS, allowed_origins=s.ALLOWED_ORIGINS,
-        dns_rebinding_protection=s.DNS_REBINDING_PROTECTION,
-        session_idle_timeout=s.SESSION_IDLE_TIMEOUT, max_sessions=s.MAX_SESSIONS,
-        session_request_validator=s.SESSION_REQUEST_VALIDATOR,
-        max_request_bytes=s.MAX_REQUEST_BYTES, max_json_depth=s.MAX_JSON_DEPTH,
-        max_json_containers=s.MAX_JSON_CONTAINERS,
-        server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
-        keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
-        process_heartbeat_interval=s.PROCESS_HEARTBEAT_INTERVAL,
-        shared_state=state, event_store=events,
-        max_sessions_per_principal=s.MAX_SESSIONS_PER_PRINCIPAL,
-        max_streams_per_session=s.MAX_STREAMS_PER_SESSION,
-        max_subscriptions_per_session=s.MAX_SUBSCRIPTIONS_PER_SESSION,
-        max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES, sse_stall_timeout=s.SSE_STALL_TIMEOUT,
-        max_queued_stream_events=s.MAX_QUEUED_STREAM_EVENTS,
-        max_progress_token_length=s.MAX_PROGRESS_TOKEN_LENGTH,
-        max_listen_subscriptions=s.MAX_LISTEN_SUBSCRIPTIONS,
-        listen_keepalive_interval=s.LISTEN_KEEPALIVE_INTERVAL,
-        resource_server=ResourceServer.from_settings(),
-    )
+    return StreamableHTTPTransport(server, options=StreamableHTTPOptions.from_settings(mcp_settings),
+                                   shared_state=state, event_store=events,
+                                   resource_server=ResourceServer.from_settings())
 
 
 def build_redis_clients() -> Any:

@@ -346,8 +346,8 @@ def test_http_settings_shape_the_default_transport(default_server_restored):
         assert transport.server is get_server()
         for key, (attribute, value) in HTTP_SETTINGS.items():
             assert getattr(transport, attribute) == value, key
-        assert transport.session_request_validator is allow_everything
-        assert transport.server_to_client_request_timeout == 7
+        assert transport.options.session_request_validator is allow_everything
+        assert transport.options.server_to_client_request_timeout == 7
         assert isinstance(transport.state, RedisState)
         assert transport.stream_slots.limit == 3 and transport.subscriptions.limit == 11
     assert isinstance(get_transport().state, LocalState if not settings.MCP_SERVER.get("REDIS_URL")

@@ -165,7 +165,7 @@ def _cancel_forwarder(transport: StreamableHTTPTransport, call_id: str) -> Any:
     loop = asyncio.get_running_loop()
 
     def on_cancel(_token: Cancellation) -> None:
-        loop.call_soon_threadsafe(transport._spawn, loop, cancel_call(transport, call_id))
+        loop.call_soon_threadsafe(transport.spawn, loop, cancel_call(transport, call_id))
 
     return on_cancel
 
@@ -241,7 +241,7 @@ async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime
         await run_in_thread(enqueue, call_id)
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), transport.process_heartbeat_interval)
+                item = await asyncio.wait_for(queue.get(), transport.options.process_heartbeat_interval)
             except TimeoutError:
                 await _check_runner(transport, runtime, call_id)
                 continue

@@ -37,7 +37,7 @@ async def authorize(transport: StreamableHTTPTransport, request: Request,
     origin = request.header("origin")
     if record.origin and origin and origin != record.origin:
         raise HTTPError(403, "Forbidden: the Origin differs from the one that opened the session")
-    validator = transport.session_request_validator
+    validator = transport.options.session_request_validator
     if validator is not None:
         # A plain function runs on a worker thread, so it may use the ORM; async def is awaited.
         allowed = await call_user_code(validator, request, record.id)

@@ -97,7 +97,7 @@ class Claims:
 
     @property
     def request_claim_ttl(self) -> float:
-        return (self.server_to_client_request_timeout or 600) * 2 + 3600
+        return (self.options.server_to_client_request_timeout or 600) * 2 + 3600
 
     async def claim_request(self, session_id: str, request_id: Any) -> bool:
         """False while the id is in flight in a live process; the request of a dead one gets its
@@ -133,7 +133,7 @@ class Claims:
         # Only this process's claim: a process thought dead may find its id claimed anew. (A
         # request that ends while the transport closes has no runtime left to name it.)
         loop = asyncio.get_running_loop()
-        runtime = self._runtimes.get(loop)
+        runtime = self.current_runtime()
         key, held = self._request_key(session_id, request_id), self._held_key(session_id)
         expected = runtime.channel_key if runtime is not None else None
         try:
@@ -142,7 +142,7 @@ class Claims:
             # The request is over; its id must not stay taken (409) for the claim's whole life
             # because Redis did not answer just now: released in the background once it does.
             logger.warning("releasing %s failed (%s); retrying in the background", key, exc)
-            self._spawn(loop, self._release_later(key, held, expected))
+            self.spawn(loop, self._release_later(key, held, expected))
 
     async def _release_later(self, key: str, held: str, expected: str | None) -> None:
         backoff = Backoff(base=0.5, cap=30.0)

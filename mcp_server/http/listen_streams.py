@@ -144,7 +144,7 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     transport = consumer.transport
     request_id = message["id"]
     try:
-        requested = parse_requested(message.get("params"), transport.max_subscriptions_per_session)
+        requested = parse_requested(message.get("params"), transport.options.max_subscriptions_per_session)
     except MCPError as error:
         raise _refused(400, error, request_id) from None
 
@@ -158,23 +158,23 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
             raise _refused(400, error, request_id) from None
     runtime = await transport.ensure_runtime()
     registry = runtime.listens
-    limit = transport.max_listen_subscriptions
+    limit = transport.options.max_listen_subscriptions
     if limit is not None and len(registry) >= limit:
         raise _refused(503, f"Service Unavailable: this process serves {limit} listen streams, the "
                             "most allowed; try again later", request_id, code=INTERNAL_ERROR,
                        headers=[(b"retry-after", b"1")])
     server = transport.server
     honoured = honour(requested, server.capabilities_for(envelope.protocol_version))
-    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
-                      stall_timeout=transport.sse_stall_timeout)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.options.max_sse_buffer_bytes,
+                      stall_timeout=transport.options.sse_stall_timeout)
     key = request_key(request_id)
     if key in registry.streams:
         # The id names the open stream already: the new one ends at once, with nothing on it.
         await sse.finish()
         return
-    subscription = ListenSubscription(request_id, honoured, sse, transport.listen_keepalive_interval,
+    subscription = ListenSubscription(request_id, honoured, sse, transport.options.listen_keepalive_interval,
                                       server.server_info_for(envelope.protocol_version),
-                                      max_queued=transport.max_queued_stream_events)
+                                      max_queued=transport.options.max_queued_stream_events)
     registry.streams[key] = subscription
     try:
         await consumer.while_connected(subscription.run(), subscription.disconnected)

@@ -157,9 +157,9 @@ async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: j
                  envelope: Any) -> None:
     transport = consumer.transport
     # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
-    stream = ResponseStream(consumer, incoming.id, transport.max_sse_buffer_bytes,
+    stream = ResponseStream(consumer, incoming.id, transport.options.max_sse_buffer_bytes,
                             streams=accepts_event_stream(request),
-                            stall_timeout=transport.sse_stall_timeout)
+                            stall_timeout=transport.options.sse_stall_timeout)
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
     session.act_for(consumer.principal)
 

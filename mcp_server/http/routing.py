@@ -103,7 +103,7 @@ class Routing:
     async def send_to_process(self, channel: str | None, message: dict) -> None:
         """To the process owning ``channel``: through this process's runtime, or straight on the
         channel layer where none runs (a management command)."""
-        runtime = self._runtimes.get(asyncio.get_running_loop())
+        runtime = self.current_runtime()
         if runtime is not None:
             await runtime.send_to(channel, message)
             return
@@ -114,7 +114,7 @@ class Routing:
     async def expect_answer(self, session_id: str, request_id: str, related_request_id: Any = None) -> None:
         """Record that this process waits for the client's answer to ``request_id``, sent while
         serving ``related_request_id`` (which gets an error if this process dies meanwhile)."""
-        ttl = (self.server_to_client_request_timeout or 86400) + 60
+        ttl = (self.options.server_to_client_request_timeout or 86400) + 60
         value = self.runtime.channel_key
         if related_request_id is not None:
             value += "|" + json.dumps(related_request_id)
@@ -167,6 +167,6 @@ class Routing:
         if layer is not None:
             await on_layer(layer.group_send(self.group, message))
             return
-        runtime = self._runtimes.get(asyncio.get_running_loop())
+        runtime = self.current_runtime()
         if runtime is not None:
             await runtime.send_to_all(message)

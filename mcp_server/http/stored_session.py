@@ -20,7 +20,7 @@ class HTTPServerSession(ServerSession):
                  outbound: Any, principal: Any = None):
         super().__init__(
             transport.server, outbound=outbound, session_id=record.id,
-            request_timeout=transport.server_to_client_request_timeout,
+            request_timeout=transport.options.server_to_client_request_timeout,
             pending=transport.runtime.pending,
         )
         self.transport = transport

@@ -9,9 +9,12 @@ class MCPServerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, signals, site  # checks: registering the system checks is importing them
+        from . import (
+            checks,  # noqa: F401 - importing it registers the system checks
+            signals,
+            site,
+        )
 
-        del checks
         site.install()
         signals.connect()
         site.autodiscover()

@@ -345,7 +345,7 @@ def test_http_settings_shape_the_default_transport(default_server_restored):
         transport = get_transport()
         assert transport.server is get_server()
         for key, (attribute, value) in HTTP_SETTINGS.items():
-            assert getattr(transport, attribute) == value, key
+            assert getattr(transport.options, attribute) == value, key
         assert transport.options.session_request_validator is allow_everything
         assert transport.options.server_to_client_request_timeout == 7
         assert isinstance(transport.state, RedisState)

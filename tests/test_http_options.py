@@ -35,6 +35,7 @@ def test_each_option_is_in_the_readme_settings_table():
 def test_a_transport_built_by_hand_takes_the_defaults_and_the_options_it_names():
     transport = StreamableHTTPTransport(Server("by-hand"), stateless=True, max_json_depth=8)
     assert transport.options == StreamableHTTPOptions(stateless=True, max_json_depth=8)
+    assert StreamableHTTPOptions(allowed_origins=None).allowed_origins == []  # None: no other origin
     given = StreamableHTTPOptions(max_sessions=5)
     assert StreamableHTTPTransport(Server("given"), options=given, max_sessions=None).options == \
         dataclasses.replace(given, max_sessions=None)

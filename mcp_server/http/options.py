@@ -32,6 +32,8 @@ def _defaults_from_settings(cls: type) -> type:
 @dataclass(frozen=True)
 @_defaults_from_settings
 class StreamableHTTPOptions:
+    """What a ``StreamableHTTPTransport`` is configured with; :meth:`replace` makes a changed copy."""
+
     stateless: bool
     enable_json_response: bool
     # None: Django's ALLOWED_HOSTS (StreamableHTTPTransport.allowed_hosts is the list in force).
@@ -59,6 +61,8 @@ class StreamableHTTPOptions:
     listen_keepalive_interval: float | None
 
     def __post_init__(self) -> None:
+        # None is "no other origin", as the keyword always allowed.
+        object.__setattr__(self, "allowed_origins", list(self.allowed_origins or []))
         for name in ("max_request_bytes", "max_json_depth", "max_json_containers",
                      "max_queued_stream_events"):
             value = getattr(self, name)

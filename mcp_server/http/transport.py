@@ -34,6 +34,7 @@ from .shared_state import LocalState, RedisState, SharedState
 if TYPE_CHECKING:
     from ..server import Server
 
+
 class StreamableHTTPTransport(Claims, Routing):
     """Serve ``server`` over Streamable HTTP; ``transport.as_asgi()`` is the ASGI application.
 

@@ -14,7 +14,7 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from mcp_protocol import methods, versions
@@ -35,6 +35,7 @@ from .errors import (
 from .input_required import DEFAULT_MAX_ROUNDS, DRIVEN_METHODS, drive
 from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, checked_mode
 from .messaging import Messaging
+from .ports import TaskPort, task_port
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -79,8 +80,11 @@ class AsyncClient(Lifecycle, Messaging):
         self._envelope: dict | None = None
         self.discover_timeout = DISCOVER_TIMEOUT
         self._probe_timed_out = False
+        # What subscriptions.py and tasks.py may use of this client (ports.py): they get this, not
+        # the client's private state.
+        self._port = _Port(self)
         # The subscriptions/listen stream of the 2026-07-28 era (mcp_client/subscriptions.py).
-        self._subscriptions = Subscriptions(self, max_retries=listen_max_retries,
+        self._subscriptions = Subscriptions(self._port, max_retries=listen_max_retries,
                                             max_backoff=listen_max_backoff)
 
     # Connection ------------------------------------------------------------------------------
@@ -539,3 +543,54 @@ class AsyncClient(Lifecycle, Messaging):
     def _check_connected(self, method: str) -> None:
         if not self.connected:
             raise NotConnectedError(f"call connect() before {method}")
+
+
+class _Port:
+    """The ``ports.ListenPort`` and ``ports.TaskPort`` of one ``AsyncClient``: the operations its
+    listen stream and the Tasks extension functions need, on its private state, and nothing more."""
+
+    def __init__(self, client: AsyncClient):
+        self._client = client
+
+    # ports.ListenPort
+    @property
+    def server_capabilities(self) -> dict:
+        return self._client.server_capabilities
+
+    def listens_to(self, method: str) -> bool:
+        callbacks = self._client._notifications  # .get: the defaultdict gains no empty entries
+        return bool(callbacks.get(method) or callbacks.get("*"))
+
+    async def request(self, method: str, params: dict | None, *, request_id: str) -> Any:
+        return await self._client._request(method, params, request_id=request_id)
+
+    def end_stream(self, request_id: str) -> bool:
+        end_stream = getattr(self._client._wire, "end_stream", None)
+        if end_stream is None:
+            return False
+        end_stream(request_id)
+        return True
+
+    async def notify(self, method: str, params: dict | None = None) -> None:
+        await self._client._notify(method, params)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        return self._client._spawn(coroutine)
+
+    def fail_request(self, error: BaseException, request_id: str) -> None:
+        self._client._fail(error, request_id)
+
+    # ports.TaskPort
+    async def send_request(self, method: str, params: dict | None, *,
+                           cancellation: Cancellation | None = None) -> Any:
+        return await self._client._call(method, params, cancellation=cancellation)
+
+    def server_request_handler(self, method: str) -> Callable | None:
+        return self._client._server_requests.get(method)
+
+
+@task_port.register
+def _task_port(client: AsyncClient) -> TaskPort:
+    # The tasks functions are given the AsyncClient itself (their public signature): this hands
+    # them its port without a public member on the client.
+    return client._port

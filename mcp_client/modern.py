@@ -22,10 +22,6 @@ from .errors import ValidationError
 HANDSHAKE_ONLY = (methods.PING, methods.LOGGING_SET_LEVEL, methods.RESOURCES_SUBSCRIBE,
                   methods.RESOURCES_UNSUBSCRIBE)
 
-# The request parameter each method names its target with (the Mcp-Name header, SEP-2243).
-NAME_PARAMS = {methods.TOOLS_CALL: "name", methods.PROMPTS_GET: "name", methods.RESOURCES_READ: "uri",
-               # The Tasks extension (SEP-2663): its requests name their task, for routing.
-               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 def envelope(version: str, capabilities: dict, client_info: dict) -> dict:
@@ -99,7 +95,7 @@ def request_headers(message: dict, version: str) -> dict[str, str]:
     if isinstance(method, str):
         headers["mcp-method"] = method
         params = message.get("params") if isinstance(message.get("params"), dict) else {}
-        name_param = NAME_PARAMS.get(method)
+        name_param = methods.NAME_PARAMS.get(method)
         if name_param is not None and name_param in params:
             headers["mcp-name"] = header_value(params[name_param])
     return headers

@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation, CancelledError
@@ -28,9 +28,7 @@ from mcp_protocol.errors import INTERNAL_ERROR
 from mcp_protocol.subscriptions import LIST_FLAGS, RESOURCE_SUBSCRIPTIONS, declared
 
 from .errors import ClientError, HTTPStatusError, ServerError
-
-if TYPE_CHECKING:
-    from .async_client import AsyncClient
+from .ports import ListenPort
 
 logger = logging.getLogger("mcp_client")
 
@@ -81,7 +79,7 @@ class _Stream:
             owner.ids[self.request_id] = self
             params = {"notifications": self.requested}
             try:
-                await client._request(methods.SUBSCRIPTIONS_LISTEN, params, request_id=self.request_id)
+                await client.request(methods.SUBSCRIPTIONS_LISTEN, params, request_id=self.request_id)
                 reason: BaseException | str = "the server ended it"
             except Exception as exc:  # any end of the request is a drop to count
                 reason = exc
@@ -130,7 +128,7 @@ class _Stream:
 class Subscriptions:
     """The listen stream of one :class:`~mcp_client.AsyncClient` in the 2026-07-28 era."""
 
-    def __init__(self, client: AsyncClient, *, max_retries: int = DEFAULT_MAX_RETRIES,
+    def __init__(self, client: ListenPort, *, max_retries: int = DEFAULT_MAX_RETRIES,
                  max_backoff: float = DEFAULT_MAX_BACKOFF):
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"listen_max_retries must be a non-negative integer, not {max_retries!r}")
@@ -149,10 +147,9 @@ class Subscriptions:
     def wanted(self) -> dict:
         """The filter to ask for: what the application listens to and the server declared."""
         capabilities = self.client.server_capabilities
-        callbacks = self.client._notifications
         requested: dict[str, Any] = {}
         for flag, (capability, feature, method) in LIST_FLAGS.items():
-            if (callbacks.get(method) or callbacks.get("*")) and declared(capabilities, capability, feature):
+            if self.client.listens_to(method) and declared(capabilities, capability, feature):
                 requested[flag] = True
         if self.uris and declared(capabilities, "resources", "subscribe"):
             requested[RESOURCE_SUBSCRIPTIONS] = list(self.uris)
@@ -236,15 +233,13 @@ class Subscriptions:
         return {}
 
     def close_request(self, request_id: str) -> None:
-        end_stream = getattr(self.client._wire, "end_stream", None)
-        if end_stream is not None:
-            end_stream(request_id)
-        else:  # one channel for everything (stdio): the server is told which subscription ends
-            self.client._spawn(self._cancel(request_id))
+        if not self.client.end_stream(request_id):
+            # One channel for everything (stdio): the server is told which subscription ends.
+            self.client.spawn(self._cancel(request_id))
 
     async def _cancel(self, request_id: str) -> None:
         with contextlib.suppress(ClientError):
-            await self.client._notify(methods.NOTIFICATIONS_CANCELLED, {"requestId": request_id})
+            await self.client.notify(methods.NOTIFICATIONS_CANCELLED, {"requestId": request_id})
 
     def stop_streams(self) -> None:
         for stream in (self.pending, self.active):
@@ -268,7 +263,7 @@ class Subscriptions:
             try:
                 result = callback(error)
                 if inspect.isawaitable(result):
-                    self.client._spawn(result)
+                    self.client.spawn(result)
             except Exception:
                 logger.exception("an on_subscription_error callback failed")
 
@@ -283,7 +278,8 @@ class Subscriptions:
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         if method == methods.NOTIFICATIONS_CANCELLED and params.get("requestId") in self.ids:
             # On stdio a server ends a subscription so (the stream is then opened again).
-            self.client._fail(ListenError("the server cancelled the subscription"), params["requestId"])
+            self.client.fail_request(ListenError("the server cancelled the subscription"),
+                                     params["requestId"])
             return None
         if SUBSCRIPTION_ID_KEY not in meta:
             return message

@@ -9,7 +9,8 @@
 
 ``start_tool_call`` declares the extension on that one request only, so the client's other calls
 are untouched; the server decides whether to answer with a task. Every function needs a client
-connected in the 2026-07-28 lifecycle (the extension is not defined before it).
+connected in the 2026-07-28 lifecycle (the extension is not defined before it). Each takes an
+``AsyncClient``, typed as the ``ports.TaskClient`` it is (``async_client`` imports this module).
 """
 
 from __future__ import annotations
@@ -18,19 +19,18 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR
 
 from .errors import ClientError, NotConnectedError, ServerError, ValidationError
 from .handlers import maybe_await, run_handler
+from .ports import TaskClient, task_port
 from .types import CallToolResult
 
-if TYPE_CHECKING:
-    from .async_client import AsyncClient
-
-EXTENSION_ID = "io.modelcontextprotocol/tasks"
+EXTENSION_ID = methods.TASKS_EXTENSION
 FINISHED = ("completed", "failed", "cancelled")
 # When the server suggests no interval: a second between two polls.
 DEFAULT_POLL_INTERVAL_MS = 1000
@@ -67,7 +67,7 @@ class Task:
         return self.status in FINISHED
 
 
-async def _call(client: AsyncClient, method: str, params: dict,
+async def _call(client: TaskClient, method: str, params: dict,
                 cancellation: Cancellation | None = None) -> Any:
     """One request of the extension; refused on a client not in the 2026-07-28 lifecycle (its
     envelope declares the extension: see :func:`declaring`)."""
@@ -76,7 +76,7 @@ async def _call(client: AsyncClient, method: str, params: dict,
     if not client.is_modern:
         raise ClientError("tasks need the 2026-07-28 lifecycle (SEP-2663 is not defined before it); "
                           f"this client speaks {client.protocol_version}")
-    return await client._call(method, params, cancellation=cancellation)
+    return await task_port(client).send_request(method, params, cancellation=cancellation)
 
 
 def declaring(capabilities: dict) -> dict:
@@ -85,7 +85,7 @@ def declaring(capabilities: dict) -> dict:
     return {**capabilities, "extensions": {**(capabilities.get("extensions") or {}), EXTENSION_ID: {}}}
 
 
-async def start_tool_call(client: AsyncClient, name: str, arguments: dict | None = None, *,
+async def start_tool_call(client: TaskClient, name: str, arguments: dict | None = None, *,
                           cancellation: Cancellation | None = None) -> Task | CallToolResult:
     """``tools/call``, the extension declared: a :class:`Task` when the server made one, else the
     tool's result (a server may answer at once)."""
@@ -97,22 +97,22 @@ async def start_tool_call(client: AsyncClient, name: str, arguments: dict | None
     return CallToolResult.from_wire(result)
 
 
-async def get_task(client: AsyncClient, task_id: str) -> Task:
+async def get_task(client: TaskClient, task_id: str) -> Task:
     """``tasks/get``: the task now (a ServerError -32602 when the server knows no such task)."""
-    return Task.from_wire(await _call(client, "tasks/get", {"taskId": task_id}))
+    return Task.from_wire(await _call(client, methods.TASKS_GET, {"taskId": task_id}))
 
 
-async def update_task(client: AsyncClient, task_id: str, input_responses: dict[str, dict]) -> None:
+async def update_task(client: TaskClient, task_id: str, input_responses: dict[str, dict]) -> None:
     """``tasks/update``: answers to the task's ``input_requests``, by their keys."""
-    await _call(client, "tasks/update", {"taskId": task_id, "inputResponses": input_responses})
+    await _call(client, methods.TASKS_UPDATE, {"taskId": task_id, "inputResponses": input_responses})
 
 
-async def cancel_task(client: AsyncClient, task_id: str) -> None:
+async def cancel_task(client: TaskClient, task_id: str) -> None:
     """``tasks/cancel``: asks the server to stop; the task ends ``cancelled`` (or as it finished)."""
-    await _call(client, "tasks/cancel", {"taskId": task_id})
+    await _call(client, methods.TASKS_CANCEL, {"taskId": task_id})
 
 
-async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | None = None,
+async def wait_for_task(client: TaskClient, task: Task, *, timeout: float | None = None,
                         cancellation: Cancellation | None = None,
                         on_status: Callable[[Task], Any] | None = None) -> CallToolResult:
     """Poll ``task`` to its end at the server's ``pollIntervalMs``, answering its input requests
@@ -153,14 +153,14 @@ async def wait_for_task(client: AsyncClient, task: Task, *, timeout: float | Non
     return CallToolResult.from_wire(task.result)
 
 
-async def final_result(client: AsyncClient, created: dict, cancellation: Cancellation | None = None,
+async def final_result(client: TaskClient, created: dict, cancellation: Cancellation | None = None,
                        on_status: Callable[[Task], Any] | None = None) -> dict:
     """The tool result (as sent) a ``CreateTaskResult`` ends with: what ``call_tool`` returns."""
     return (await wait_for_task(client, Task.from_wire(created), cancellation=cancellation,
                                 on_status=on_status)).raw
 
 
-async def call_tool_as_task(client: AsyncClient, name: str, arguments: dict | None = None, *,
+async def call_tool_as_task(client: TaskClient, name: str, arguments: dict | None = None, *,
                             timeout: float | None = None,
                             cancellation: Cancellation | None = None) -> CallToolResult:
     """``start_tool_call`` and ``wait_for_task`` in one: the tool's result, task or not."""
@@ -170,11 +170,11 @@ async def call_tool_as_task(client: AsyncClient, name: str, arguments: dict | No
     return await wait_for_task(client, started, timeout=timeout, cancellation=cancellation)
 
 
-async def _answers(client: AsyncClient, requests: dict[str, dict]) -> dict[str, dict]:
+async def _answers(client: TaskClient, requests: dict[str, dict]) -> dict[str, dict]:
     answers = {}
     for key, entry in requests.items():
         method = entry.get("method") if isinstance(entry, dict) else None
-        handler = client._server_requests.get(method)
+        handler = task_port(client).server_request_handler(method)
         if handler is None:
             raise ClientError(f"the task asks {method!r} ({key}) and no handler is registered for it")
         answers[key] = await run_handler(handler, entry.get("params") or {})

@@ -20,6 +20,9 @@ CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+# The resultType of a 2026-07-28 result that is the answer itself (SEP-2322), not input_required
+# or a task.
+RESULT_COMPLETE = "complete"
 
 
 @dataclass(frozen=True)

@@ -36,3 +36,16 @@ NOTIFICATIONS_ELICITATION_COMPLETE = "notifications/elicitation/complete"
 NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 
 NOTIFICATION_PREFIX = "notifications/"
+
+# The Tasks extension (SEP-2663): its id in capabilities, its requests and its notification.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TASKS_GET = "tasks/get"
+TASKS_UPDATE = "tasks/update"
+TASKS_CANCEL = "tasks/cancel"
+TASK_METHODS = (TASKS_GET, TASKS_UPDATE, TASKS_CANCEL)
+NOTIFICATIONS_TASKS = "notifications/tasks"
+
+# The body parameter that the ``Mcp-Name`` header mirrors, per method (SEP-2243); the Tasks
+# extension routes its requests by task id (SEP-2663).
+NAME_PARAMS = {TOOLS_CALL: "name", PROMPTS_GET: "name", RESOURCES_READ: "uri",
+               TASKS_GET: "taskId", TASKS_UPDATE: "taskId", TASKS_CANCEL: "taskId"}

@@ -1,10 +1,6 @@
 from __future__ import annotations
 
-import importlib
-import sys
-
-from django.apps import AppConfig, apps
-from django.utils.module_loading import module_has_submodule
+from django.apps import AppConfig
 
 
 class MCPServerConfig(AppConfig):
@@ -13,26 +9,12 @@ class MCPServerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
-        from .registry import changes
-        from .settings import mcp_settings
+        from . import (
+            checks,  # noqa: F401 - importing it registers the system checks
+            signals,
+            site,
+        )
 
-        changes.connect()
-
-        if mcp_settings.AUTODISCOVER:
-            autodiscover()
-
-
-def autodiscover(*, force: bool = False) -> None:
-    """Import every installed app's ``mcp.py``, as admin imports ``admin.py``.
-
-    With ``force`` the modules run again, re-registering onto a freshly built default server.
-    """
-    for app_config in apps.get_app_configs():
-        if not module_has_submodule(app_config.module, "mcp"):
-            continue
-        name = f"{app_config.name}.mcp"
-        if force and name in sys.modules:
-            importlib.reload(sys.modules[name])
-        else:
-            importlib.import_module(name)
+        site.install()
+        signals.connect()
+        site.autodiscover()

@@ -14,11 +14,16 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import Cancellation
 
 from . import logging_levels
+from .client_capabilities import (
+    MissingRequiredClientCapabilityError,
+    declares,
+    require_client_capability,
+    revision_has,
+)
+from .deprecations import deprecated_feature
 from .elicitation import check_form_answer, check_requested_schema
-from .errors import ClientCapabilityError, ValidationError
+from .errors import ValidationError
 from .input_required import InputRequiredResult
-from .modern.capabilities import MissingRequiredClientCapabilityError, declares
-from .modern.deprecations import deprecated_feature
 from .outgoing import DeliveryError
 
 if TYPE_CHECKING:
@@ -154,7 +159,7 @@ class ServerContext(Mapping):
     def notify_elicitation_complete(self, elicitation_id: str) -> Any:
         """Tell the client a URL-mode elicitation finished (SEP-1036); not sent (False) to a
         session whose revision predates URL mode, as its wire has no such notification."""
-        if not _revision_has(self.protocol_version, "elicitation.url"):
+        if not revision_has(self.protocol_version, "elicitation.url"):
             return self._io(_done(False))
         return self._io(self._send(methods.NOTIFICATIONS_ELICITATION_COMPLETE,
                                    {"elicitationId": elicitation_id}, related=False))
@@ -282,35 +287,3 @@ def _merge_meta(user_context: Any, meta: Any) -> Any:
     if isinstance(user_context, dict):
         return {**user_context, "_meta": meta}
     return user_context
-
-
-# The first revision whose wire carries each of these; an older session is never sent them, even
-# when its client declares the capability (the message would not be valid on its wire).
-_FIRST_REVISION = {
-    "elicitation": "2025-06-18",
-    "elicitation.form": "2025-06-18",
-    "elicitation.url": "2025-11-25",
-    "sampling.tools": "2025-11-25",
-}
-
-
-def _revision_has(protocol_version: str | None, capability: str) -> bool:
-    first = _FIRST_REVISION.get(capability)
-    return first is None or protocol_version is None or protocol_version >= first
-
-
-def require_client_capability(capabilities: dict, protocol_version: str | None, method: str,
-                              capability: str) -> None:
-    """Raise :class:`ClientCapabilityError` unless ``method`` may be sent to this client."""
-    if not _revision_has(protocol_version, capability):
-        raise ClientCapabilityError(method, capability, protocol_version)
-    if not client_declares(capabilities, capability):
-        raise ClientCapabilityError(method, capability)
-
-
-def client_declares(capabilities: dict, path: str) -> bool:
-    """Whether a client's capabilities include ``path`` such as ``"sampling.tools"``.
-
-    ``elicitation.form`` is implied by a bare ``elicitation: {}`` (clients from before modes).
-    """
-    return declares(capabilities, tuple(path.split(".")))

@@ -60,8 +60,19 @@ def is_async_callable(function: Any) -> bool:
 
 async def call_with_params(handler: Callable, params: dict | list, server_context: Any) -> Any:
     """Call a ``handler(params, server_context=...)`` hook; the context only if it asks for it."""
-    from .primitives.base import accepts_keyword
-
     if accepts_keyword(handler, "server_context"):
         return await call_user_code(handler, params, server_context=server_context)
     return await call_user_code(handler, params)
+
+
+@functools.lru_cache(maxsize=4096)
+def accepts_keyword(function: Callable, keyword: str) -> bool:
+    """Whether ``function`` takes ``keyword`` by name, or any keyword through ``**kwargs``."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == keyword and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )

@@ -28,7 +28,7 @@ from mcp_protocol.errors import (
     MCPError,
 )
 
-from .context import client_declares, require_client_capability
+from .client_capabilities import client_declares, require_client_capability
 from .elicitation import check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError
 from .input_required import InputRequiredResult, capabilities_object, required_capability

@@ -15,17 +15,18 @@ from mcp_protocol import jsonrpc, methods
 from . import dispatch, logging_levels, request_state
 from .capabilities import Capabilities, normalize
 from .configuration import Configuration, ConfigurationError, global_configuration
+from .deprecations import deprecated_feature
 from .errors import MethodAlreadyDefinedError
-from .handlers import BUILTIN_METHODS
+from .handlers import method_entry
 from .handlers.cache_hints import check as check_cache_hints
 from .handlers.pagination import check_page_size
 from .hook_calls import call_hook, fire_hook
 from .invoke import call_with_params
-from .modern.deprecations import deprecated_feature
 from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
 from .primitives.prompt import prompt_from_function
 from .primitives.tool import tool_from_function
+from .registry import guard
 from .request_state import RequestStateSecurity
 from .session import ServerSession
 
@@ -135,13 +136,11 @@ class Server:
     async def registry_view(self, ctx: Any) -> Any:
         """What ``ctx``'s request may see: ``.tools``, ``.prompts``, ``.resources`` and
         ``.resource_templates``; the server itself when there is no overlay and no primitive
-        requires scopes or permissions (``mcp_server.auth.guard``)."""
+        requires scopes or permissions (``mcp_server.registry.guard``)."""
         registry = await self.registry_for(ctx.session.user_id)
         if not self.guarded:
             return registry
-        from .auth.guard import visible
-
-        return await visible(registry, ctx.session.principal, ctx.session.user_id)
+        return await guard.visible(registry, ctx.session.principal, ctx.session.user_id)
 
     @property
     def guarded(self) -> bool:
@@ -149,9 +148,7 @@ class Server:
         version = self.registry_version
         cached = self._guarded
         if cached is None or cached[0] != version:
-            from .auth.guard import is_guarded
-
-            found = any(is_guarded(primitive) for registry in (
+            found = any(guard.is_guarded(primitive) for registry in (
                 self.tools, self.prompts, self.resources, self.resource_templates)
                 for primitive in registry.values())
             cached = self._guarded = (version, found)
@@ -397,7 +394,7 @@ class Server:
 
     def define_custom_method(self, method_name: str, handler: Callable | None = None) -> Any:
         """Answer a method of your own: ``handler(params, server_context=...)`` returns any JSON."""
-        if method_name in BUILTIN_METHODS or method_name in self.custom_methods:
+        if method_entry(method_name) is not None or method_name in self.custom_methods:
             raise MethodAlreadyDefinedError(method_name)
 
         def register(function: Callable) -> Callable:
@@ -407,9 +404,9 @@ class Server:
         return register(handler) if handler is not None else register
 
     def method_handler(self, method: str) -> tuple[Callable | None, str | None]:
-        builtin = BUILTIN_METHODS.get(method)
-        if builtin is not None:
-            return builtin
+        entry = method_entry(method)
+        if entry is not None:
+            return entry
         custom = self.custom_methods.get(method)
         if custom is None:
             return None, None

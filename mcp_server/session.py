@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import methods
 from mcp_protocol.cancellation import Cancellation
 from mcp_protocol.envelope import Envelope
 
-from .context import require_client_capability
+from .client_capabilities import require_client_capability
 from .outgoing import DeliveryError, PendingRequests
+from .ports import Outbound
 
 if TYPE_CHECKING:
     from .server import Server
@@ -18,16 +19,6 @@ if TYPE_CHECKING:
 
 # How long a server-to-client request waits for the client, unless the call says otherwise.
 DEFAULT_REQUEST_TIMEOUT = 600.0
-
-
-class Outbound(Protocol):
-    """Where a session's outgoing messages go; each transport supplies one.
-
-    ``related_request_id`` names the client request a message belongs to (SEP-2260), so that a
-    transport with several streams can put it on that request's stream.
-    """
-
-    async def send(self, message: dict, *, related_request_id: Any = None) -> bool: ...
 
 
 class ServerSession:

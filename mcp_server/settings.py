@@ -2,7 +2,9 @@
 
     MCP_SERVER = {"NAME": "my-project", "PAGE_SIZE": 50}
 
-Dotted paths name callables (``"myapp.observability.report"``).
+Dotted paths name callables (``"myapp.observability.report"``). A leaf: it reads Django's
+settings and imports nothing of the package (``site.py`` rebuilds the default server when they
+change).
 """
 
 from __future__ import annotations
@@ -308,9 +310,6 @@ mcp_settings = MCPSettings()
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_SERVER":
         mcp_settings.reload()
-        from . import site
-
-        site.reset()
 
 
 setting_changed.connect(_on_setting_changed)

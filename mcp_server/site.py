@@ -1,16 +1,30 @@
-"""The project's default server, and decorators that register onto it from ``mcp.py`` modules."""
+"""The composition root: the project's default server, its Streamable HTTP transport and stores,
+and what implements the ports of the floors below (:func:`install`); the decorators that register
+onto the default server from ``mcp.py`` modules, and their discovery.
+
+Nothing below this floor looks up the default server or its transport: it is handed them.
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.utils.module_loading import module_has_submodule
 
+from . import ports
 from .configuration import Configuration
-from .server import Server
 from .settings import mcp_settings
+
+if TYPE_CHECKING:
+    from .http.transport import StreamableHTTPTransport
+    from .server import Server
 
 _lock = threading.Lock()
 _default: Server | None = None
@@ -58,10 +72,10 @@ def build_server() -> Server:
     return server
 
 
-_transport: Any = None
+_transport: StreamableHTTPTransport | None = None
 
 
-def get_transport() -> Any:
+def get_transport() -> StreamableHTTPTransport:
     """The Streamable HTTP transport of the default server, built from ``MCP_SERVER``."""
     global _transport
     server = get_server()
@@ -72,34 +86,15 @@ def get_transport() -> Any:
     return _transport
 
 
-def build_transport(server: Server) -> Any:
+def build_transport(server: Server) -> StreamableHTTPTransport:
     from .auth.resource_server import ResourceServer
-    from .http import StreamableHTTPTransport
+    from .http.options import StreamableHTTPOptions
+    from .http.transport import StreamableHTTPTransport
 
-    s = mcp_settings
     state, events = build_stores()
-    return StreamableHTTPTransport(
-        server, stateless=s.STATELESS, enable_json_response=s.ENABLE_JSON_RESPONSE,
-        allowed_hosts=s.ALLOWED_HOSTS, allowed_origins=s.ALLOWED_ORIGINS,
-        dns_rebinding_protection=s.DNS_REBINDING_PROTECTION,
-        session_idle_timeout=s.SESSION_IDLE_TIMEOUT, max_sessions=s.MAX_SESSIONS,
-        session_request_validator=s.SESSION_REQUEST_VALIDATOR,
-        max_request_bytes=s.MAX_REQUEST_BYTES, max_json_depth=s.MAX_JSON_DEPTH,
-        max_json_containers=s.MAX_JSON_CONTAINERS,
-        server_to_client_request_timeout=s.SERVER_TO_CLIENT_REQUEST_TIMEOUT,
-        keepalive_interval=s.KEEPALIVE_INTERVAL, event_retention=s.EVENT_RETENTION,
-        process_heartbeat_interval=s.PROCESS_HEARTBEAT_INTERVAL,
-        shared_state=state, event_store=events,
-        max_sessions_per_principal=s.MAX_SESSIONS_PER_PRINCIPAL,
-        max_streams_per_session=s.MAX_STREAMS_PER_SESSION,
-        max_subscriptions_per_session=s.MAX_SUBSCRIPTIONS_PER_SESSION,
-        max_sse_buffer_bytes=s.MAX_SSE_BUFFER_BYTES, sse_stall_timeout=s.SSE_STALL_TIMEOUT,
-        max_queued_stream_events=s.MAX_QUEUED_STREAM_EVENTS,
-        max_progress_token_length=s.MAX_PROGRESS_TOKEN_LENGTH,
-        max_listen_subscriptions=s.MAX_LISTEN_SUBSCRIPTIONS,
-        listen_keepalive_interval=s.LISTEN_KEEPALIVE_INTERVAL,
-        resource_server=ResourceServer.from_settings(),
-    )
+    return StreamableHTTPTransport(server, options=StreamableHTTPOptions.from_settings(mcp_settings),
+                                   shared_state=state, event_store=events,
+                                   resource_server=ResourceServer.from_settings())
 
 
 def build_redis_clients() -> Any:
@@ -164,6 +159,34 @@ def build_stores() -> tuple[Any, Any]:
     return state, events
 
 
+def install() -> None:
+    """Register, once per process, what implements the ports of the floors below: background
+    calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
+    filter, and its hooks into background calls). The app's ``ready()`` calls it (the models they
+    use need the app registry)."""
+    from .background.port import BackgroundCallPort
+    from .extensions.tasks import hooks as tasks_extension
+
+    ports.register(ports.BackgroundCalls, BackgroundCallPort())
+    tasks_extension.install(default_transport=get_transport)
+
+
+def autodiscover(*, force: bool = False) -> None:
+    """Import every installed app's ``mcp.py``, as admin imports ``admin.py`` (when
+    ``AUTODISCOVER`` is on). With ``force`` the modules run again, re-registering onto a freshly
+    built default server."""
+    if not mcp_settings.AUTODISCOVER:
+        return
+    for app_config in apps.get_app_configs():
+        if not module_has_submodule(app_config.module, "mcp"):
+            continue
+        name = f"{app_config.name}.mcp"
+        if force and name in sys.modules:
+            importlib.reload(sys.modules[name])
+        else:
+            importlib.import_module(name)
+
+
 def reset() -> None:
     """Forget the default server (after settings change).
 
@@ -172,10 +195,16 @@ def reset() -> None:
     global _default
     with _lock:
         _default = None
-    if mcp_settings.AUTODISCOVER:
-        from .apps import autodiscover
+    autodiscover(force=True)
 
-        autodiscover(force=True)
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_SERVER":
+        mcp_settings.reload()  # before the server is built again, whichever receiver ran first
+        reset()
+
+
+setting_changed.connect(_on_setting_changed)
 
 
 def register(item: Any) -> Any:

@@ -1,4 +1,5 @@
-"""The Celery task of background tool calls (found by ``app.autodiscover_tasks()``)."""
+"""The Celery tasks of the MCP server (Celery's ``app.autodiscover_tasks()`` finds this module by
+its name): background tool calls, and the deletion of expired Tasks-extension tasks."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from .background.runner import TASK_NAME
 from .extensions.tasks.cleanup import CLEAN_TASKS_TASK, clean_expired_tasks
 
 
-@shared_task(name=TASK_NAME, ignore_result=True)
+# acks_late=False: acknowledged when a worker takes it, so a worker that dies does not get it run
+# again (an idempotent call is queued again by the process that finds its worker dead).
+@shared_task(name=TASK_NAME, ignore_result=True, acks_late=False)
 def run_tool_call(call_id: str) -> str:
     """Run the background call ``call_id`` (its ``ToolCall`` record says what to run and where its
     messages go); returns how it ended, for the worker's log."""
     from .background.worker import run_call
+    from .site import get_transport
 
-    return run_call(call_id)
+    return run_call(call_id, get_transport())
 
 
 @shared_task(name=CLEAN_TASKS_TASK, ignore_result=True)

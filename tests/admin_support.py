@@ -6,21 +6,21 @@ from typing import Any
 
 import pytest
 
-from mcp_server.registry import changes
+from mcp_server import signals
 
 
 @pytest.fixture
 def announced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, set[str]]]:
-    """Every ``changes.publish(server, lists)`` (one per list_changed round), in order; the real
+    """Every ``signals.publish(server, lists)`` (one per list_changed round), in order; the real
     one still runs."""
     calls: list[tuple[str, set[str]]] = []
-    real = changes.publish
+    real = signals.publish
 
     def spy(server_name: str, lists: set[str]) -> None:
         calls.append((server_name, set(lists)))
         real(server_name, lists)
 
-    monkeypatch.setattr(changes, "publish", spy)
+    monkeypatch.setattr(signals, "publish", spy)
     return calls
 
 

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
-from mcp_server.http.session import request_key
+from mcp_server.http.event_store import request_key
 from mcp_server.models import Session, ToolCall
 from mcp_server.site import get_transport
 

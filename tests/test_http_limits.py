@@ -129,7 +129,7 @@ def test_limits_must_be_positive_integers_or_none():
         for bad in (0, -1, 2.5, True, "10"):
             with pytest.raises(ValueError, match=f"{name} must be a positive integer or None"):
                 StreamableHTTPTransport(Server("limits"), **{name: bad})
-        assert getattr(StreamableHTTPTransport(Server("limits"), **{name: None}), name) is None
+        assert getattr(StreamableHTTPTransport(Server("limits"), **{name: None}).options, name) is None
 
 
 # Listening streams per session -----------------------------------------------------------------
@@ -451,7 +451,7 @@ async def test_a_listening_stream_that_cannot_keep_up_ends_rather_than_skip_even
     from mcp_server.http.listen import ListenStream
 
     MAX_QUEUED_EVENTS = 25  # the transport's max_queued_stream_events
-    transport = SimpleNamespace(max_queued_stream_events=MAX_QUEUED_EVENTS)
+    transport = SimpleNamespace(options=SimpleNamespace(max_queued_stream_events=MAX_QUEUED_EVENTS))
     stream = ListenStream(transport, "s1", "get", sse=None, token="t")
     message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": 1}}
     for sequence in range(MAX_QUEUED_EVENTS):

@@ -15,7 +15,6 @@ import pytest
 
 from mcp_server import Server
 from mcp_server.http import StreamableHTTPTransport
-from mcp_server.http.transport import MIB
 from mcp_server.models import Session
 
 from .harness import CLIENT_INFO
@@ -32,6 +31,7 @@ from .http_support import (
     wait_until,
 )
 
+MIB = 1024 * 1024
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}}
 
@@ -242,7 +242,7 @@ def test_a_body_over_max_request_bytes_gets_413(limited):
 async def test_a_declared_length_over_4_mib_is_refused_without_reading_the_body():
     transport = StreamableHTTPTransport(Server("limits"), stateless=True)
     app = transport.as_asgi()
-    assert transport.max_request_bytes == 4 * MIB
+    assert transport.options.max_request_bytes == 4 * MIB
     reads: list = []
     reply = await call_asgi(app, "POST", post_headers(**{"content-length": str(4 * MIB + 1)}),
                             [b"{" * 1024], reads=reads)
@@ -460,10 +460,11 @@ def test_transport_defaults():
     from django.conf import settings
 
     transport = StreamableHTTPTransport(Server("defaults"))
-    assert (transport.stateless, transport.enable_json_response, transport.dns_rebinding_protection) == (
+    options = transport.options
+    assert (options.stateless, options.enable_json_response, options.dns_rebinding_protection) == (
         False, False, True)
-    assert (transport.session_idle_timeout, transport.max_sessions, transport.max_request_bytes) == (
+    assert (options.session_idle_timeout, options.max_sessions, options.max_request_bytes) == (
         1800, 10_000, 4 * MIB)
-    assert (transport.max_json_depth, transport.server_to_client_request_timeout) == (64, 600)
-    assert transport.allowed_hosts == list(settings.ALLOWED_HOSTS) and transport.allowed_origins == []
-    assert transport.session_request_validator is None
+    assert (options.max_json_depth, options.server_to_client_request_timeout) == (64, 600)
+    assert transport.allowed_hosts == list(settings.ALLOWED_HOSTS) and options.allowed_origins == []
+    assert options.session_request_validator is None

@@ -514,8 +514,8 @@ def test_an_unanswered_request_times_out_and_is_cancelled_on_the_same_stream(dap
 def test_the_default_server_to_client_timeout_is_600_seconds():
     from mcp_server.site import build_transport
 
-    assert StreamableHTTPTransport(Server("t")).server_to_client_request_timeout == 600
-    assert build_transport(Server("t")).server_to_client_request_timeout == 600
+    assert StreamableHTTPTransport(Server("t")).options.server_to_client_request_timeout == 600
+    assert build_transport(Server("t")).options.server_to_client_request_timeout == 600
 
 
 # Logging and progress: who gets what ----------------------------------------------------------------

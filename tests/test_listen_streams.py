@@ -362,7 +362,7 @@ async def test_past_the_cap_a_listen_gets_503_and_a_duplicate_id_closes_the_new_
     with pytest.raises(ValueError, match="listen_keepalive_interval"):
         StreamableHTTPTransport(make_server(), listen_keepalive_interval=-1)
     unlimited = StreamableHTTPTransport(make_server(), max_listen_subscriptions=None)
-    assert unlimited.max_listen_subscriptions is None
+    assert unlimited.options.max_listen_subscriptions is None
 
 
 # LSN-06 ---------------------------------------------------------------------------------------
@@ -384,7 +384,7 @@ async def test_keepalives_come_at_the_interval_and_a_failed_write_frees_the_plac
         await again.rest()
     finally:
         await transport.close()
-    assert StreamableHTTPTransport(make_server()).listen_keepalive_interval == 15
+    assert StreamableHTTPTransport(make_server()).options.listen_keepalive_interval == 15
 
 
 @pytest.mark.feature("LSN-06")

@@ -345,9 +345,9 @@ def test_http_settings_shape_the_default_transport(default_server_restored):
         transport = get_transport()
         assert transport.server is get_server()
         for key, (attribute, value) in HTTP_SETTINGS.items():
-            assert getattr(transport, attribute) == value, key
-        assert transport.session_request_validator is allow_everything
-        assert transport.server_to_client_request_timeout == 7
+            assert getattr(transport.options, attribute) == value, key
+        assert transport.options.session_request_validator is allow_everything
+        assert transport.options.server_to_client_request_timeout == 7
         assert isinstance(transport.state, RedisState)
         assert transport.stream_slots.limit == 3 and transport.subscriptions.limit == 11
     assert isinstance(get_transport().state, LocalState if not settings.MCP_SERVER.get("REDIS_URL")
@@ -358,8 +358,8 @@ AUTHENTICATION_SETTINGS = {"AUTHENTICATION_CLASSES", "AUTHENTICATION_REQUIRED", 
 
 
 def test_authentication_settings_give_the_default_transport_its_resource_server(default_server_restored):
+    from mcp_server.auth.cookie import SessionAuthentication
     from mcp_server.auth.drf import DRFAuthentication
-    from mcp_server.auth.session import SessionAuthentication
     from mcp_server.site import get_transport
 
     # The default: no resource server at all (nothing runs per request).

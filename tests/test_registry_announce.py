@@ -1,4 +1,4 @@
-"""A registry change is announced once per transaction (mcp_server.registry.changes.announce):
+"""A registry change is announced once per transaction (mcp_server.signals.announce):
 a row saved with its groups is one save, and a rolled back transaction announces nothing."""
 
 from __future__ import annotations

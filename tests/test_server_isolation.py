@@ -207,9 +207,9 @@ async def test_servers_sharing_a_database_see_only_their_own_sessions_and_subscr
     from asgiref.sync import sync_to_async
     from django.utils import timezone
 
+    from mcp_server.http.resource_subscriptions import SubscriptionStore
     from mcp_server.http.session_store import SessionRecord, SessionStore
     from mcp_server.http.shared_state import LocalState
-    from mcp_server.http.subscriptions import SubscriptionStore
     from mcp_server.models import Session
 
     state = LocalState()  # one shared state too, as two servers on one Redis would have

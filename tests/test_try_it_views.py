@@ -289,9 +289,9 @@ async def test_a_background_tool_runs_here_on_a_process_with_a_broker(added_tool
     monkeypatch.setattr(launch, "celery_enabled", lambda: True)
     monkeypatch.setattr(launch, "enqueue", queued)
     server = get_server()
-    loop = asyncio.get_running_loop()
     runtime = SimpleNamespace(channel="process-channel", channel_key="process-channel", calls={})
-    http = SimpleNamespace(_runtimes={loop: runtime}, group="web", process_heartbeat_interval=PATIENCE)
+    http = SimpleNamespace(current_runtime=lambda: runtime, group="web",
+                           options=SimpleNamespace(process_heartbeat_interval=PATIENCE))
     saved = list(server._transports)
     server.transport = http
     try:

@@ -17,7 +17,7 @@ from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest
 from django.utils import timezone
 
-from ..registry import changes
+from .. import signals
 from ..site import get_server
 
 
@@ -120,7 +120,7 @@ class SwitchActions(admin.ModelAdmin):
             changed = queryset.model.objects.filter(pk__in=[row.pk for row in rows]).update(
                 enabled=enabled, updated_at=timezone.now())
             for server, touched in lists.items():
-                changes.announce(server, touched)
+                signals.announce(server, touched)
         self.refused(request, queryset, enabled)
         state = "enabled" if enabled else "disabled"
         self.message_user(request, f"{changed} {state}, {selected - changed} left as they were.",

@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
+from .. import signals
 from ..models import PrimitiveSetting
 from ..primitives.tool import tool_annotations
-from ..registry import changes
 from ..site import get_server
 from .common import JSONText, RestrictedForm, SwitchActions, json_area, restriction, server_name
 
@@ -161,7 +161,7 @@ class PrimitiveSettingAdmin(SwitchActions):
 
     # Switch actions ----------------------------------------------------------------------------
     def list_of(self, row: PrimitiveSetting) -> str:
-        return changes.list_of_kind(row.kind)
+        return signals.list_of_kind(row.kind)
 
     def switchable(self, queryset: QuerySet, enabled: bool) -> QuerySet:
         if not enabled:

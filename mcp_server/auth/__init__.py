@@ -9,7 +9,7 @@ from typing import Any
 from .base import AuthenticationFailed, AuthenticationUnavailable, BaseAuthentication, Principal
 
 _LAZY = {
-    "SessionAuthentication": ".session",
+    "SessionAuthentication": ".cookie",
     "JWTAuthentication": ".jwt_tokens",
     "IntrospectionAuthentication": ".introspection",
     "DRFAuthentication": ".drf",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 
 @dataclass(frozen=True)

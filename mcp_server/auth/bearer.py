@@ -10,7 +10,7 @@ from ..invoke import call_user_code
 from .base import AuthenticationFailed, Principal
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 # RFC 6750 b64token: what a bearer token may be made of.
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .base import AuthenticationFailed, BaseAuthentication, Principal
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 
 class DRFAuthentication(BaseAuthentication):

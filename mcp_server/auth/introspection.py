@@ -19,7 +19,7 @@ from .base import AuthenticationFailed, AuthenticationUnavailable, BaseAuthentic
 from .bearer import audiences_of, bearer_token, principal_from_claims
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 logger = logging.getLogger("mcp_server.auth")
 

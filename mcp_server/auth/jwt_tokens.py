@@ -18,7 +18,7 @@ from .bearer import bearer_token, principal_from_claims
 from .jwks import JWKSCache
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 logger = logging.getLogger("mcp_server.auth")
 ASYMMETRIC = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES256K",

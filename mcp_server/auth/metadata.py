@@ -9,12 +9,17 @@ browser-based clients fetch it cross-origin, and it holds nothing secret.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..http.checks import Request, check_host
+from ..http.checks import check_host
 from ..http.errors import HTTPError
+from ..http.request import Request
 from .resource_server import WELL_KNOWN
+
+if TYPE_CHECKING:
+    from ..http.transport import StreamableHTTPTransport
 
 CORS = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-methods", b"GET, OPTIONS"),
         (b"access-control-allow-headers", b"mcp-protocol-version")]
@@ -23,10 +28,12 @@ MAX_AGE = 300
 
 
 class ProtectedResourceMetadata:
-    """``mcp_path``: the path of the endpoint whose metadata this serves (when the ``RESOURCE``
-    setting does not name it)."""
+    """The metadata of the endpoint ``transport()`` returns (it is asked at each request, so a
+    transport built after the settings changed is the one described); ``mcp_path``: the path of
+    that endpoint (when the ``RESOURCE`` setting does not name it)."""
 
-    def __init__(self, mcp_path: str = "/mcp"):
+    def __init__(self, transport: Callable[[], StreamableHTTPTransport], mcp_path: str = "/mcp"):
+        self.transport = transport
         self.mcp_path = "/" + mcp_path.strip("/")
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -40,13 +47,11 @@ class ProtectedResourceMetadata:
         await send({"type": "http.response.body", "body": body})
 
     def answer(self, request: Request) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
-        from ..site import get_transport
-
         if request.method == "OPTIONS":
             return 204, b"", []
         if request.method not in ("GET", "HEAD"):
             raise HTTPError(405, f"Method not allowed: {request.method}", headers=[(b"allow", b"GET")])
-        transport = get_transport()
+        transport = self.transport()
         host = check_host(request, transport.allowed_hosts) or "localhost"
         suffix = request.path.removeprefix(WELL_KNOWN).rstrip("/")
         resource_server = transport.challenges

@@ -26,7 +26,7 @@ from .base import AuthenticationFailed, AuthenticationUnavailable, BaseAuthentic
 from .resource_uri import request_uri
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 DEFAULT_CLASSES = ["mcp_server.auth.SessionAuthentication"]
 WELL_KNOWN = "/.well-known/oauth-protected-resource"

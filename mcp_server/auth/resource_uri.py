@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

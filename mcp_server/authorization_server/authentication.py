@@ -21,7 +21,7 @@ from ..settings import mcp_settings
 from .tokens import digest
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 def endpoint_resource(request: Request) -> str:
     """This endpoint's canonical URI: the configured RESOURCE, else where the request came to."""

@@ -18,6 +18,7 @@ from ..context import ServerContext
 from ..handlers.tools import run_tool
 from ..primitives.tool import Tool
 from . import records
+from .task_hooks import TaskHooks
 
 # Seconds between two looks at the call's cancel flag (and writes of its progress) while it runs:
 # a cancel set on the record reaches the tool's ``cancelled()`` within this.
@@ -33,11 +34,12 @@ class BackgroundContext(ServerContext):
     """The ``ServerContext`` of a background call: what it does in a web process, and its
     progress is kept on the call's record too (written at most every ``WATCH_INTERVAL``).
 
-    ``task_input`` is set on a task's context (the Tasks extension): how its ``input_required``
-    results reach the client, instead of the request's own round trips."""
+    A task's context (the Tasks extension, :meth:`run_as_task`) brings its ``input_required``
+    results to the client through the task (``task_input``, which ``mrtr`` calls), and publishes
+    each change of the task's status through ``task_transport`` (None: the extension's default)."""
 
+    task: TaskHooks | None = None
     task_input: Any = None
-    # Where a task's notifications/tasks go (None: the default server's transport).
     task_transport: Any = None
 
     def __init__(self, *args: Any, call_id: str, **kwargs: Any):
@@ -45,6 +47,9 @@ class BackgroundContext(ServerContext):
         self.call_id = call_id
         self._progress_lock = threading.Lock()
         self._progress: tuple[float, float | None, str | None] | None = None
+
+    def run_as_task(self, hooks: TaskHooks, transport: Any) -> None:
+        self.task, self.task_input, self.task_transport = hooks, hooks.fulfil, transport
 
     @classmethod
     def of(cls, ctx: ServerContext, call_id: str) -> BackgroundContext:
@@ -94,10 +99,8 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
         if ctx.cancellation.cancelled:
             state, response = records.State.CANCELLED, None
         await records.finish(ctx.call_id, state, response, error)
-        if ctx.task_input is not None:
-            from ..extensions.tasks.notify import publish
-
-            await publish(ctx.call_id, ctx.task_transport)
+        if ctx.task is not None:
+            await ctx.task.changed(ctx.call_id, ctx.task_transport)
 
 
 async def _watch(ctx: BackgroundContext) -> None:

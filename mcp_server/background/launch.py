@@ -24,15 +24,19 @@ from typing import TYPE_CHECKING, Any
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import InternalError, MCPError
 
+from .. import mrtr
 from ..errors import AnsweredElsewhere
-from ..http.event_store import post_stream
+from ..http.event_store import post_stream, request_key
+from ..http.listen import ListenStream
 from ..http.liveness import holder_channel
-from ..invoke import run_in_thread
+from ..input_required import InputRequiredResult
+from ..invoke import call_user_code, run_in_thread
 from ..models import ToolCall
 from . import records
 from .execute import BackgroundContext, ProgressFloor, execute, process_name
 from .recovery import run_again
 from .runner import celery_enabled, enqueue, revoke
+from .task_hooks import task_hooks, wanted_as_task
 
 if TYPE_CHECKING:
     from ..context import ServerContext
@@ -44,17 +48,17 @@ WORKER_STOPPED = "The worker running this call stopped before answering; send it
 
 
 async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) -> Any:
-    from ..extensions.tasks import run as tasks
-
-    as_task = tasks.wanted(ctx, tool)  # -32021 for a task-only tool the client cannot hold
+    as_task = wanted_as_task(ctx, tool)  # -32021 for a task-only tool the client cannot hold
     if tool.prepares:
-        prepared = await tasks.prepare(ctx, tool, arguments)
+        prepared = await prepare(ctx, tool, arguments)
         if prepared is not None:
             return prepared  # the client is asked first (input_required)
     transport, runtime = _reachable_runtime(ctx)
     if as_task:
         call = await _record(ctx, tool, arguments, transport, runtime, "task")
-        return await tasks.start(ctx, call, transport, runtime, tool, arguments)
+        hooks = task_hooks()
+        assert hooks is not None  # wanted_as_task is False without them
+        return await hooks.start(ctx, call, transport, runtime, tool, arguments)
     delivery = "local" if transport is None else _delivery(ctx)
     call = await _record(ctx, tool, arguments, transport, runtime, delivery)
     if delivery == "local":
@@ -76,6 +80,18 @@ async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) ->
         unhook()
 
 
+async def prepare(ctx: ServerContext, tool: Tool, arguments: dict) -> dict | None:
+    """Run the tool's ``prepare`` (input_required rounds before the call is queued): the
+    ``InputRequiredResult`` for the client, or None once it asks nothing more."""
+    value = await mrtr.run_rounds(ctx, lambda: call_user_code(tool.prepare, arguments, server_context=ctx))
+    if isinstance(value, InputRequiredResult):
+        return mrtr.wire_result(ctx, value)
+    if value is not None:
+        raise TypeError(f"{tool.name}.prepare() must return an InputRequiredResult or None, "
+                        f"not {type(value).__name__}")
+    return None
+
+
 async def _record(ctx: ServerContext, tool: Tool, arguments: dict, transport: Any, runtime: Any,
                   delivery: str) -> ToolCall:
     session = ctx.session
@@ -84,7 +100,7 @@ async def _record(ctx: ServerContext, tool: Tool, arguments: dict, transport: An
         server=transport.group if transport is not None else "", tool=tool.name, arguments=arguments,
         params=ctx.params if isinstance(ctx.params, dict) else {},
         session_id=record.id if record is not None else "", request_id=ctx.request_id,
-        request_key=_request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
+        request_key=request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
         owner_id=session.user_id, delivery=delivery, task=delivery == "task",
         principal=session.principal.to_record() if session.principal is not None else None,
         idempotent=bool((tool.annotations or {}).get("idempotentHint")),
@@ -94,6 +110,21 @@ async def _record(ctx: ServerContext, tool: Tool, arguments: dict, transport: An
     return call
 
 
+def request_transport(ctx: ServerContext) -> StreamableHTTPTransport | None:
+    """The Streamable HTTP transport serving ``ctx``'s request: its stored session's, or (a request
+    with no stored session: 2026-07-28, in process) the server's transport running on this event
+    loop; None on stdio and in process."""
+    transport = getattr(ctx.session, "transport", None)
+    if transport is not None:
+        return transport
+    return next((t for t in ctx.server.transports if _runtime_of(t) is not None), None)
+
+
+def _runtime_of(transport: Any) -> Runtime | None:
+    current_runtime = getattr(transport, "current_runtime", None)  # stdio has no runtime
+    return current_runtime() if current_runtime is not None else None
+
+
 def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | None, Runtime | None]:
     """The HTTP transport and runtime a worker can send this request's messages to; no transport
     when the call runs here (no broker, or a transport without a channel a worker can reach), with
@@ -101,14 +132,11 @@ def _reachable_runtime(ctx: ServerContext) -> tuple[StreamableHTTPTransport | No
     # Read first, whatever the transport: an unknown BACKGROUND_CALLS value is refused on stdio
     # too, never silently run here.
     celery = celery_enabled()
-    transport = getattr(ctx.session, "transport", None)
     # A handshake-era session with no transport of its own (in process: admin's Try it,
     # server.handle()) has no stored session a worker could answer through: its call runs here.
-    in_process = transport is None and not ctx.session.is_modern
-    if transport is None:  # a 2026-07-28 request: its transport is the server's on this loop
-        loop = asyncio.get_running_loop()
-        transport = next((t for t in ctx.server.transports if loop in getattr(t, "_runtimes", {})), None)
-    runtime = getattr(transport, "_runtimes", {}).get(asyncio.get_running_loop())
+    in_process = getattr(ctx.session, "transport", None) is None and not ctx.session.is_modern
+    transport = request_transport(ctx)
+    runtime = _runtime_of(transport)
     if runtime is None or runtime.channel is None or not celery or in_process:
         return None, runtime
     return transport, runtime
@@ -119,12 +147,6 @@ def _delivery(ctx: ServerContext) -> str:
     if getattr(outbound, "sse", None) is not None and not ctx.session.is_modern:
         return "stream"
     return "relay"
-
-
-def _request_key(request_id: Any) -> str:
-    from ..http.session import request_key
-
-    return request_key(request_id)
 
 
 # The embedded default ---------------------------------------------------------------------------
@@ -143,7 +165,7 @@ def _cancel_forwarder(transport: StreamableHTTPTransport, call_id: str) -> Any:
     loop = asyncio.get_running_loop()
 
     def on_cancel(_token: Cancellation) -> None:
-        loop.call_soon_threadsafe(transport._spawn, loop, cancel_call(transport, call_id))
+        loop.call_soon_threadsafe(transport.spawn, loop, cancel_call(transport, call_id))
 
     return on_cancel
 
@@ -187,8 +209,6 @@ def cancel_message(call_id: str) -> dict:
 async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport, runtime: Runtime,
                          call_id: str) -> None:
     """Hold the request's stream while the worker writes to it, until its response."""
-    from ..http.listen import ListenStream
-
     session, outbound = ctx.session, ctx.session.outbound
     session_id, stream, token = session.record.id, outbound.stream, uuid.uuid4().hex
     if not await transport.claim_stream(session_id, stream, token):
@@ -221,7 +241,7 @@ async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime
         await run_in_thread(enqueue, call_id)
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), transport.process_heartbeat_interval)
+                item = await asyncio.wait_for(queue.get(), transport.options.process_heartbeat_interval)
             except TimeoutError:
                 await _check_runner(transport, runtime, call_id)
                 continue

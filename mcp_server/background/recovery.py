@@ -4,8 +4,9 @@ idempotent and has runs left (``BACKGROUND_RETRIES``), it is queued again and it
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..http.event_store import request_key
 from ..invoke import run_in_thread
 from ..models import ToolCall
 from ..settings import mcp_settings
@@ -40,3 +41,19 @@ async def run_again(transport: StreamableHTTPTransport, call: ToolCall) -> bool:
     logger.info("the worker running %s (%s) stopped; it runs again (run %d)", call.id, call.tool,
                 call.attempts + 1)
     return True
+
+
+async def settle_stopped_request(transport: StreamableHTTPTransport, session_id: str,
+                                 request_id: Any) -> bool:
+    """The process serving a request died: whether its client gets its error now. Not when it is a
+    background call that a live worker has started meanwhile (the worker answers it), or one
+    queued again (an idempotent tool's); otherwise its record ends failed."""
+    call = await records.of_request(session_id, request_key(request_id))
+    if call is None or call.finished:
+        return call is None
+    if call.state == records.State.RUNNING:
+        if not await transport.liveness.holds_dead(call.runner, transport.runtime.channel_key):
+            return False
+        if await run_again(transport, call):
+            return False
+    return await records.finish(call.id, records.State.FAILED, error="its process stopped")

@@ -32,13 +32,14 @@ def celery_enabled() -> bool:
 
 
 def enqueue(call_id: str, task_id: str | None = None) -> None:
-    """Queue the call's task (blocking: it talks to the broker). At most once: the task is
-    acknowledged when a worker takes it, so a worker that dies does not get it run again (an
-    idempotent call is queued again by the process that finds its worker dead: recovery.py)."""
-    from ..tasks import run_tool_call
+    """Queue the call's Celery task (blocking: it talks to the broker), by the name the workers
+    know it by (``mcp_server.tasks``). At most once: the task is acknowledged when a worker takes
+    it, so a worker that dies does not get it run again (an idempotent call is queued again by the
+    process that finds its worker dead: recovery.py)."""
+    from celery import current_app
 
     try:
-        run_tool_call.apply_async((call_id,), task_id=task_id or call_id, acks_late=False)
+        current_app.send_task(TASK_NAME, (call_id,), task_id=task_id or call_id, ignore_result=True)
     except Exception as exc:  # the broker refused or did not answer
         raise InternalError(f"The background call could not be queued: {type(exc).__name__}") from exc
 

@@ -11,20 +11,25 @@ import asyncio
 import contextlib
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.envelope import parse_envelope
-from mcp_protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError
+from mcp_protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError
 
 from ..auth.base import Principal
 from ..http.event_store import EventsDropped
-from ..http.session import DETACHED, HTTPServerSession, PostOutbound
-from ..modern.session import ModernSession
+from ..http.outbound import DETACHED, PostOutbound
+from ..http.stored_session import HTTPServerSession
+from ..modern.request_session import ModernSession
 from ..outgoing import DeliveryError
 from . import records
 from .execute import BackgroundContext, ProgressFloor, execute, process_name
+from .task_hooks import TaskHooks, task_hooks
+
+if TYPE_CHECKING:
+    from ..http.transport import StreamableHTTPTransport
 
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -33,9 +38,10 @@ _loop_pid: int | None = None
 CLAIM_RENEWAL = 60.0
 
 
-def run_call(call_id: str) -> str:
-    """Run the call on this process's event loop, blocking until it ended."""
-    return asyncio.run_coroutine_threadsafe(run_call_async(call_id), _event_loop()).result()
+def run_call(call_id: str, transport: StreamableHTTPTransport) -> str:
+    """Run the call on this process's event loop, blocking until it ended; its messages go
+    through ``transport`` (the web processes' endpoint, as this worker builds it)."""
+    return asyncio.run_coroutine_threadsafe(run_call_async(call_id, transport), _event_loop()).result()
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -47,10 +53,7 @@ def _event_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-async def run_call_async(call_id: str) -> str:
-    from ..site import get_transport
-
-    transport = get_transport()
+async def run_call_async(call_id: str, transport: StreamableHTTPTransport) -> str:
     runtime = await transport.ensure_runtime()
     call = await records.start(call_id, runtime.channel_key, process_name())
     if call is None:
@@ -85,10 +88,9 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
             "workers must run the same code as the web processes", data={"name": call.tool})
         response = jsonrpc.error_from(call.request_id, error)
         await records.finish(call.id, records.State.FAILED, response, str(error))
-        if call.task:
-            from ..extensions.tasks.notify import publish
-
-            await publish(call.id, transport)
+        hooks = task_hooks()
+        if call.task and hooks is not None:
+            await hooks.changed(call.id, transport)
         await outbound.respond(response)
         return "failed: unknown tool"
     cancellation = session.begin_request(call.request_id)
@@ -98,9 +100,7 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
                                                                         call.params),
                             cancellation=cancellation, user_context=server.server_context, call_id=call.id)
     if call.task:
-        from ..extensions.tasks.inputs import fulfil
-
-        ctx.task_input = fulfil
+        ctx.run_as_task(_task_hooks_of(call), transport)
     try:
         result = await execute(ctx, tool, call.arguments)
         response = jsonrpc.response(call.request_id, result)
@@ -138,9 +138,7 @@ async def _unbound_session(transport: Any, runtime: Any, call: Any) -> Any:
     """The session the tool sees, as the web process would build it; None when it ended."""
     envelope = parse_envelope(call.params) if call.protocol_version else None
     if envelope is not None and call.task:
-        from ..extensions.tasks.run import task_session
-
-        return task_session(transport.server, envelope)
+        return _task_hooks_of(call).session(transport.server, envelope)
     if envelope is not None:
         return ModernSession(transport.server, envelope, listen_supported=True,
                              outbound=RelayOutbound(runtime, call))
@@ -155,6 +153,14 @@ async def _unbound_session(transport: Any, runtime: Any, call: Any) -> Any:
     session = HTTPServerSession(transport, record, RelayOutbound(runtime, call))
     session.requests_refused = "JSON response mode does not support server-to-client requests"
     return session
+
+
+def _task_hooks_of(call: Any) -> TaskHooks:
+    hooks = task_hooks()
+    if hooks is None:
+        raise InternalError(f"{call.id} is a task, but the Tasks extension is not installed in the worker "
+                            f"{process_name()}")
+    return hooks
 
 
 async def _highest_progress(transport: Any, outbound: StreamOutbound) -> float | None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from mcp_protocol import methods
 
-from ..modern.discover import discover
-from . import completion, lifecycle, prompts, resources, tasks, tools
+from . import completion, lifecycle, prompts, resources, tools
+from .discover import discover
 
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -28,11 +28,24 @@ BUILTIN_METHODS: dict[str, tuple[Handler, str | None]] = {
     methods.RESOURCES_SUBSCRIBE: (resources.subscribe, "resources.subscribe"),
     methods.RESOURCES_UNSUBSCRIBE: (resources.unsubscribe, "resources.subscribe"),
     methods.COMPLETION_COMPLETE: (completion.complete, "completions"),
-    # The Tasks extension: each checks that the server and the request declare it.
-    "tasks/get": (tasks.get_task, None),
-    "tasks/update": (tasks.update_task, None),
-    "tasks/cancel": (tasks.cancel_task, None),
 }
+
+# Methods an extension adds (the Tasks extension's ``tasks/*``), registered by the extension when
+# the site is installed: the engine never imports an extension.
+EXTENSION_METHODS: dict[str, tuple[Handler, str | None]] = {}
+
+
+def register_extension_method(method: str, handler: Handler, capability: str | None = None) -> None:
+    """Answer ``method`` with ``handler`` on every server; ``capability``: the path the server
+    must declare, or None when the handler checks that itself."""
+    if method in BUILTIN_METHODS:
+        raise ValueError(f"{method} is a method of the protocol itself, not of an extension")
+    EXTENSION_METHODS[method] = (handler, capability)
+
+
+def method_entry(method: str) -> tuple[Handler, str | None] | None:
+    """The handler of a built-in or extension method, and the capability it needs."""
+    return BUILTIN_METHODS.get(method) or EXTENSION_METHODS.get(method)
 
 
 def declares(capabilities: dict, path: str) -> bool:

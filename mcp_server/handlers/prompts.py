@@ -7,11 +7,11 @@ from typing import Any
 from mcp_protocol.errors import InvalidParamsError
 
 from .. import mrtr
-from ..auth import guard
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
 from ..primitives.prompt import prompt_result
+from ..registry import guard
 from . import cache_hints
 from .pagination import page
 from .params import as_object, optional_object, required_string

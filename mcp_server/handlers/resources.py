@@ -6,12 +6,12 @@ from functools import partial
 from typing import Any
 
 from .. import mrtr
-from ..auth import guard
 from ..context import ServerContext
 from ..errors import ResourceNotFoundError
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code, call_with_params
 from ..primitives.resource import read_result
+from ..registry import guard
 from . import cache_hints
 from .pagination import page
 from .params import as_object, required_string, subscription_uri

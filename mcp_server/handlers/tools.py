@@ -9,13 +9,13 @@ from mcp_protocol.content import Text
 from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
 from mcp_protocol.versions import is_modern_version
 
-from .. import mrtr
-from ..auth import guard
+from .. import mrtr, ports
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
 from ..primitives.tool import Tool
 from ..primitives.tool_response import ToolResponse
+from ..registry import guard
 from . import cache_hints
 from .pagination import page
 from .params import as_object, required_string
@@ -72,9 +72,11 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
             data["error"] = "invalid_schema"
             return _error_result(f"Invalid arguments: {'; '.join(errors)}")
     if tool.background:
-        from ..background.launch import call_in_background
-
-        return await call_in_background(ctx, tool, arguments)
+        background = ports.implementation(ports.BackgroundCalls)
+        if background is None:
+            raise InternalError(f"Tool {name} runs in the background, and background calls are not "
+                                "installed (the mcp_server app is not ready)")
+        return await background.call(ctx, tool, arguments)
     return await run_tool(ctx, tool, arguments)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..invoke import call_user_code
-from .checks import Request
 from .errors import HTTPError
 from .limits import token_key
+from .request import Request
 from .session_store import SessionRecord
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ async def authorize(transport: StreamableHTTPTransport, request: Request,
     origin = request.header("origin")
     if record.origin and origin and origin != record.origin:
         raise HTTPError(403, "Forbidden: the Origin differs from the one that opened the session")
-    validator = transport.session_request_validator
+    validator = transport.options.session_request_validator
     if validator is not None:
         # A plain function runs on a worker thread, so it may use the ORM; async def is awaited.
         allowed = await call_user_code(validator, request, record.id)

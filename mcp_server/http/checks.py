@@ -11,39 +11,14 @@ from urllib.parse import urlsplit
 
 from django.http.request import split_domain_port, validate_host
 
-from mcp_protocol import versions
+from mcp_protocol import methods, versions
 from mcp_protocol.errors import HEADER_MISMATCH
 
 from .errors import HTTPError
+from .request import Request
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class Request:
-    """The parts of an ASGI HTTP scope the transport reads (header names in lower case)."""
-
-    __slots__ = ("client", "headers", "method", "path", "principal", "scheme", "scope", "user")
-
-    def __init__(self, scope: dict):
-        self.scope = scope
-        self.method: str = scope["method"]
-        self.path: str = scope.get("path", "")
-        self.scheme: str = scope.get("scheme", "http")
-        self.client = scope.get("client")
-        headers: dict[str, str] = {}
-        for name, value in scope.get("headers", ()):
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        self.headers = headers
-        user = scope.get("user")
-        self.user = user if user is not None and getattr(user, "is_authenticated", False) else None
-        # Who sent it (mcp_server.auth.Principal), set by the endpoint once authenticated.
-        self.principal: Any = None
-
-    def header(self, name: str) -> str | None:
-        return self.headers.get(name)
 
 
 # What no header value may hold (RFC 9110: field values are visible characters, spaces and tabs).
@@ -160,10 +135,6 @@ def check_protocol_version(request: Request) -> str:
     return version
 
 
-# The body parameter that ``Mcp-Name`` mirrors, per method (SEP-2243).
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-               # The Tasks extension routes its requests by task id (SEP-2663).
-               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
 
 
@@ -178,7 +149,7 @@ def check_standard_headers(request: Request, method: str | None, params: Any, re
         raise HTTPError(400, f"Header mismatch: Mcp-Method header value {header_method!r} does not "
                         f"match body value {method!r}", code=HEADER_MISMATCH, request_id=request_id)
     header_name = request.header("mcp-name")
-    name_param = NAME_PARAMS.get(method or "")
+    name_param = methods.NAME_PARAMS.get(method or "")
     if header_name is None or name_param is None:
         return
     value = decode_header_value(header_name.strip())

@@ -3,7 +3,7 @@
 Each claim names the channel of the process holding it (``stream:<session>:<stream>`` with a
 token, ``req:<session>:<request>``) and is counted per session (``held:<session>``). A claim whose
 holder died (``liveness.py``) is taken over by exactly one process, which cleans up after it: a
-request gets its error, unless a background call's worker answers it (``mcp_server.background``).
+request gets its error, unless a background call's worker answers it (the ``BackgroundCalls`` port).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .event_store import post_stream
+from .. import ports
+from .event_store import post_stream, request_key
 from .liveness import request_stopped
 from .redis_client import Backoff, RedisUnavailable
-from .session import request_key
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -97,7 +97,7 @@ class Claims:
 
     @property
     def request_claim_ttl(self) -> float:
-        return (self.server_to_client_request_timeout or 600) * 2 + 3600
+        return (self.options.server_to_client_request_timeout or 600) * 2 + 3600
 
     async def claim_request(self, session_id: str, request_id: Any) -> bool:
         """False while the id is in flight in a live process; the request of a dead one gets its
@@ -133,7 +133,7 @@ class Claims:
         # Only this process's claim: a process thought dead may find its id claimed anew. (A
         # request that ends while the transport closes has no runtime left to name it.)
         loop = asyncio.get_running_loop()
-        runtime = self._runtimes.get(loop)
+        runtime = self.current_runtime()
         key, held = self._request_key(session_id, request_id), self._held_key(session_id)
         expected = runtime.channel_key if runtime is not None else None
         try:
@@ -142,7 +142,7 @@ class Claims:
             # The request is over; its id must not stay taken (409) for the claim's whole life
             # because Redis did not answer just now: released in the background once it does.
             logger.warning("releasing %s failed (%s); retrying in the background", key, exc)
-            self._spawn(loop, self._release_later(key, held, expected))
+            self.spawn(loop, self._release_later(key, held, expected))
 
     async def _release_later(self, key: str, held: str, expected: str | None) -> None:
         backoff = Backoff(base=0.5, cap=30.0)
@@ -172,33 +172,16 @@ class Claims:
                                               lambda: self._answer_stopped(session_id, request_id))
 
     async def _answer_stopped(self, session_id: str, request_id: Any) -> None:
-        if not await self._background_call_stopped(session_id, request_id):
-            return
+        background = ports.implementation(ports.BackgroundCalls)
+        if background is not None and not await background.settle_stopped_request(self, session_id,
+                                                                                   request_id):
+            return  # a worker answers it, or it runs again
         await self.deliver(session_id, post_stream(request_id), request_stopped(request_id))
-
-    async def _background_call_stopped(self, session_id: str, request_id: Any) -> bool:
-        """Whether a request whose holder died gets its error: unless it is a background call
-        that a live worker has started meanwhile (the worker answers it), or one queued again
-        (an idempotent tool's, see background/recovery.py). Otherwise its record ends failed."""
-        from ..background import records
-        from ..background.recovery import run_again
-
-        call = await records.of_request(session_id, request_key(request_id))
-        if call is None or call.finished:
-            return call is None
-        if call.state == records.State.RUNNING:
-            if not await self.liveness.holds_dead(call.runner, self.runtime.channel_key):
-                return False
-            if await run_again(self, call):
-                return False
-        return await records.finish(call.id, records.State.FAILED, error="its process stopped")
 
     async def request_cancelled(self, session_id: str, request_id: Any) -> bool:
         """Whether the request was a background call that ended cancelled (and so has no response)."""
-        from ..background import records
-
-        call = await records.of_request(session_id, request_key(request_id))
-        return call is not None and call.state == records.State.CANCELLED
+        background = ports.implementation(ports.BackgroundCalls)
+        return background is not None and await background.ended_cancelled(session_id, request_id)
 
     async def let_go_of_request(self, session_id: str, request_id: Any) -> None:
         """Free a request's id whoever holds it (a background call cancelled before it ran)."""

@@ -20,12 +20,13 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc
 
 from ..auth.base import Principal
-from .checks import Request, check_header_values, check_host_and_origin
+from .checks import check_header_values, check_host_and_origin
 from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
 from .modern import refuses_verb
 from .post import handle_post
 from .redis_client import RedisUnavailable
+from .request import Request
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
@@ -55,14 +56,14 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         self.receive = receive
         request = Request(scope)
         try:
-            if not self.transport.stateless:
+            if not self.transport.options.stateless:
                 # A stateless transport has no streams to route to, and may be built per request
                 # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
                 await self.transport.ensure_runtime()
             check_header_values(request)
-            if self.transport.dns_rebinding_protection:
+            if self.transport.options.dns_rebinding_protection:
                 check_host_and_origin(request, self.transport.allowed_hosts,
-                                      self.transport.allowed_origins)
+                                      self.transport.options.allowed_origins)
             resource_server = self.transport.resource_server
             if resource_server is None:
                 # The default: the session cookie's user (session_auth), and nothing else to run.
@@ -111,7 +112,8 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         """The JSON-RPC id of a refused POST, where one can be read (bounded as any body is)."""
         try:
             body = await self.read_body(request)
-            payload = jsonrpc.decode(body, self.transport.max_json_depth, self.transport.max_json_containers)
+            options = self.transport.options
+            payload = jsonrpc.decode(body, options.max_json_depth, options.max_json_containers)
         except (HTTPError, jsonrpc.DecodeError):
             return None
         request_id = payload.get("id") if isinstance(payload, dict) else None
@@ -137,7 +139,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
     async def read_body(self, request: Request) -> bytes:
         """The whole body, refused with 413 past ``max_request_bytes`` (before reading, if
         Content-Length says so, else as soon as the chunks pass the limit)."""
-        limit = self.transport.max_request_bytes
+        limit = self.transport.options.max_request_bytes
         declared = request.header("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise HTTPError(413, f"Payload Too Large: the body exceeds {limit} bytes")

@@ -65,6 +65,11 @@ def post_stream(request_id: object) -> str:
     return f"post:h{digest}"
 
 
+def request_key(request_id: Any) -> str:
+    """A request id as a key: the id 5 and the id "5" are different requests."""
+    return post_stream(request_id).removeprefix("post:")
+
+
 def event_id(stream: str, sequence: int) -> str:
     return f"{stream}/{sequence}"
 

@@ -6,11 +6,12 @@ import uuid
 from typing import TYPE_CHECKING
 
 from .authorization import authorize, session_of
-from .checks import Request, check_get_accept, check_protocol_version
+from .checks import check_get_accept, check_protocol_version
 from .errors import HTTPError
 from .event_store import GET_STREAM, EventsDropped, HashedRequestId, parse_event_id
 from .limits import too_many
 from .listen import ListenStream
+from .request import Request
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None:
     transport = consumer.transport
-    if transport.stateless:
+    if transport.options.stateless:
         raise HTTPError(405, "Method not allowed: a stateless server has no listening stream",
                         headers=[(b"allow", b"POST")])
     check_get_accept(request)
@@ -42,11 +43,11 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
     slot = await transport.stream_slots.take(record.id, token)
     if slot is None:
         await transport.release_stream(record.id, stream, token)
-        raise too_many(f"this session has {transport.max_streams_per_session} streams open, the most "
-                       "allowed; close one first", transport.keepalive_interval)
+        raise too_many(f"this session has {transport.options.max_streams_per_session} streams open, the most "
+                       "allowed; close one first", transport.options.keepalive_interval)
     runtime = transport.runtime
-    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
-                      stall_timeout=transport.sse_stall_timeout)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.options.max_sse_buffer_bytes,
+                      stall_timeout=transport.options.sse_stall_timeout)
     listener = ListenStream(transport, record.id, stream, sse, token, final_id)
     listener.slot = slot
     runtime.streams[(record.id, stream)] = listener
@@ -81,7 +82,7 @@ def _request_id_of(stream: str) -> object:
 
 async def handle_delete(consumer: StreamableHTTPConsumer, request: Request) -> None:
     transport = consumer.transport
-    if transport.stateless:
+    if transport.options.stateless:
         await consumer.reply_json(200, {"success": True})
         return
     record = await session_of(transport, request)

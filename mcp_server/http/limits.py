@@ -14,7 +14,7 @@ from ..invoke import run_in_thread
 from .errors import HTTPError
 
 if TYPE_CHECKING:
-    from .checks import Request
+    from .request import Request
     from .shared_state import SharedState
     from .transport import StreamableHTTPTransport
 
@@ -102,7 +102,7 @@ async def admit_principal(transport: StreamableHTTPTransport, principal: str, se
     """A new session was stored, and its principal now has ``count`` (counted with the insert,
     so sessions made at the same time on other processes are seen): past the limit, expired
     sessions go first, and if it is still past it, this one is removed and refused."""
-    limit = transport.max_sessions_per_principal
+    limit = transport.options.max_sessions_per_principal
     if limit is None or count is None or count <= limit:
         return
     await transport.reap()
@@ -112,7 +112,7 @@ async def admit_principal(transport: StreamableHTTPTransport, principal: str, se
 
 
 def _too_many_sessions(transport: StreamableHTTPTransport, request_id: object) -> HTTPError:
-    error = too_many(f"{transport.max_sessions_per_principal} sessions are open for this client, the "
+    error = too_many(f"{transport.options.max_sessions_per_principal} sessions are open for this client, the "
                      "most allowed; end one (DELETE) or let one expire", transport.reap_interval)
     error.request_id = request_id
     return error

@@ -43,7 +43,7 @@ class ListenStream:
     def push(self, sequence: int, message: dict, level: str = "") -> None:
         if self.overflowed:
             return  # the stream is being cut off; the client resumes from the store
-        if self._queue.qsize() >= self.transport.max_queued_stream_events:
+        if self._queue.qsize() >= self.transport.options.max_queued_stream_events:
             # Writing does not keep up (a server whose send() waits on a client that stopped
             # reading): skipping events would leave a silent gap, so the stream ends instead.
             self.overflowed = True
@@ -70,11 +70,11 @@ class ListenStream:
                 if not await self._emit(sequence, message, level) or self._done:
                     return
         loop = asyncio.get_running_loop()
-        interval = self.transport.keepalive_interval
+        interval = self.transport.options.keepalive_interval
         keepalive_at = loop.time() + interval
         # A resumed POST stream also watches the process serving its request, which may die.
         watch = self.final_id is not None
-        wait = min(interval, self.transport.process_heartbeat_interval) if watch else interval
+        wait = min(interval, self.transport.options.process_heartbeat_interval) if watch else interval
         if watch and not self._done:
             await self._watch_request()
         while not self._done and not self.sse.closed:

@@ -14,10 +14,9 @@ from mcp_protocol.subscriptions import RESOURCE_SUBSCRIPTIONS, declared
 
 # The Tasks extension's filter key: the tasks whose notifications/tasks the stream wants.
 TASK_IDS = "taskIds"
-NOTIFICATIONS_TASKS = "notifications/tasks"
 # Every notification a listen stream can carry (a log message, say, is none of them).
 LISTENABLE = frozenset({method for _capability, _feature, method in FLAGS.values()}
-                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED, NOTIFICATIONS_TASKS})
+                       | {methods.NOTIFICATIONS_RESOURCES_UPDATED, methods.NOTIFICATIONS_TASKS})
 
 
 def _bad(message: str) -> MCPError:
@@ -70,7 +69,7 @@ class ListenFilter:
         if method == methods.NOTIFICATIONS_RESOURCES_UPDATED:
             uri = params.get("uri") if isinstance(params, dict) else None
             return self.uris is not None and uri in self.uris
-        if method == NOTIFICATIONS_TASKS:
+        if method == methods.NOTIFICATIONS_TASKS:
             return isinstance(params, dict) and params.get("taskId") in self.task_ids
         return method in self.methods
 
@@ -91,7 +90,7 @@ def honour(requested: dict[str, Any], capabilities: dict[str, Any]) -> ListenFil
         wire[RESOURCE_SUBSCRIPTIONS] = ordered
     task_ids: list[str] = []
     if TASK_IDS in requested and isinstance(capabilities.get("extensions"), dict) \
-            and "io.modelcontextprotocol/tasks" in capabilities["extensions"]:
+            and methods.TASKS_EXTENSION in capabilities["extensions"]:
         # Only the tasks the caller may see are honoured (serve_listen narrowed the list).
         task_ids = list(dict.fromkeys(requested[TASK_IDS]))
         wire[TASK_IDS] = task_ids

@@ -16,17 +16,18 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
-from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
+from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY, Envelope
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
+from .. import ports
 from .errors import HTTPError
+from .event_store import request_key
 from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
-from .session import request_key
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
-    from .checks import Request
     from .consumer import StreamableHTTPConsumer
+    from .request import Request
 
 class ListenSubscription:
     """One open listen stream of this process.
@@ -85,7 +86,7 @@ class ListenSubscription:
         meta: dict[str, Any] = {SUBSCRIPTION_ID_KEY: self.request_id}
         if self.server_info is not None:
             meta[SERVER_INFO_KEY] = self.server_info
-        return jsonrpc.response(self.request_id, {"resultType": "complete", "_meta": meta})
+        return jsonrpc.response(self.request_id, {"resultType": RESULT_COMPLETE, "_meta": meta})
 
     async def run(self) -> None:
         """The acknowledgement, then notifications and keepalives until the stream ends."""
@@ -143,37 +144,37 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     transport = consumer.transport
     request_id = message["id"]
     try:
-        requested = parse_requested(message.get("params"), transport.max_subscriptions_per_session)
+        requested = parse_requested(message.get("params"), transport.options.max_subscriptions_per_session)
     except MCPError as error:
         raise _refused(400, error, request_id) from None
 
     if TASK_IDS in requested:
-        from ..extensions.tasks.access import visible_task_ids
-
+        # The tasks the caller may see, as the Tasks extension says (with none installed, none).
+        task_filter = ports.implementation(ports.ListenTaskFilter)
         try:
-            requested[TASK_IDS] = await visible_task_ids(requested[TASK_IDS], envelope,
-                                                         consumer.principal)
+            requested[TASK_IDS] = [] if task_filter is None else await task_filter.visible_task_ids(
+                requested[TASK_IDS], envelope, consumer.principal)
         except MCPError as error:
             raise _refused(400, error, request_id) from None
     runtime = await transport.ensure_runtime()
     registry = runtime.listens
-    limit = transport.max_listen_subscriptions
+    limit = transport.options.max_listen_subscriptions
     if limit is not None and len(registry) >= limit:
         raise _refused(503, f"Service Unavailable: this process serves {limit} listen streams, the "
                             "most allowed; try again later", request_id, code=INTERNAL_ERROR,
                        headers=[(b"retry-after", b"1")])
     server = transport.server
     honoured = honour(requested, server.capabilities_for(envelope.protocol_version))
-    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
-                      stall_timeout=transport.sse_stall_timeout)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.options.max_sse_buffer_bytes,
+                      stall_timeout=transport.options.sse_stall_timeout)
     key = request_key(request_id)
     if key in registry.streams:
         # The id names the open stream already: the new one ends at once, with nothing on it.
         await sse.finish()
         return
-    subscription = ListenSubscription(request_id, honoured, sse, transport.listen_keepalive_interval,
+    subscription = ListenSubscription(request_id, honoured, sse, transport.options.listen_keepalive_interval,
                                       server.server_info_for(envelope.protocol_version),
-                                      max_queued=transport.max_queued_stream_events)
+                                      max_queued=transport.options.max_queued_stream_events)
     registry.streams[key] = subscription
     try:
         await consumer.while_connected(subscription.run(), subscription.disconnected)

@@ -34,16 +34,16 @@ from mcp_protocol.errors import (
 )
 from mcp_protocol.versions import is_handshake_version, is_modern_version
 
-from ..asgi import STALL_SECONDS
-from ..auth.guard import registry_seen_by
 from ..modern import requests
-from ..modern.session import REQUESTS_REFUSED
+from ..modern.request_session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
+from ..registry.guard import registry_seen_by
 from ..session import ServerSession
-from .checks import Request
 from .errors import HTTPError
 from .modern_headers import HeaderMismatchError, check_modern_headers
-from .session import DroppingOutbound
+from .outbound import DroppingOutbound
+from .request import Request
+from .send_window import STALL_SECONDS
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -157,9 +157,9 @@ async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: j
                  envelope: Any) -> None:
     transport = consumer.transport
     # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
-    stream = ResponseStream(consumer, incoming.id, transport.max_sse_buffer_bytes,
+    stream = ResponseStream(consumer, incoming.id, transport.options.max_sse_buffer_bytes,
                             streams=accepts_event_stream(request),
-                            stall_timeout=transport.sse_stall_timeout)
+                            stall_timeout=transport.options.sse_stall_timeout)
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
     session.act_for(consumer.principal)
 

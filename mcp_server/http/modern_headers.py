@@ -15,8 +15,8 @@ from typing import Any
 from mcp_protocol import methods
 from mcp_protocol.errors import HEADER_MISMATCH, MCPError
 
-from ..extensions.tasks import TASK_METHODS
-from .checks import NAME_PARAMS, Request, decode_header_value
+from .checks import decode_header_value
+from .request import Request
 
 PARAM_HEADER_PREFIX = "mcp-param-"
 # A header value a client may send as it is: visible ASCII, spaces and tabs (RFC 9110).
@@ -35,12 +35,12 @@ def check_modern_headers(request: Request, tools: Mapping[str, Any], method: str
     if header_method.strip() != method:
         raise HeaderMismatchError(f"Header mismatch: Mcp-Method header value {header_method!r} does "
                                   f"not match body value {method!r}")
-    name_param = NAME_PARAMS.get(method)
+    name_param = methods.NAME_PARAMS.get(method)
     if name_param is None:
         return
     body_value = params.get(name_param) if isinstance(params, dict) else None
     header_name = request.header("mcp-name")
-    if header_name is None and method in TASK_METHODS:
+    if header_name is None and method in methods.TASK_METHODS:
         return  # checked when sent (SEP-2663 routing); a client that leaves it out is still served
     if header_name is None:
         raise HeaderMismatchError(f"Header mismatch: the Mcp-Name header is required for {method}")

@@ -10,11 +10,9 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
 
-from ..auth.guard import check_call_scopes
 from ..session import ServerSession
 from .authorization import authorize, session_of
 from .checks import (
-    Request,
     check_content_type,
     check_origin_storable,
     check_post_accept,
@@ -25,10 +23,13 @@ from .errors import HTTPError
 from .event_store import event_id, post_stream
 from .limits import admit_principal, check_progress_token, principal_of
 from .modern import check_no_envelope, handle_modern_post, routes_here
+from .outbound import DroppingOutbound, PostOutbound
 from .redis_client import RedisUnavailable
-from .session import DroppingOutbound, HTTPServerSession, PostOutbound
+from .request import Request
+from .scopes import check_call_scopes
 from .session_store import SessionRecord
 from .sse import SSEResponse
+from .stored_session import HTTPServerSession
 
 logger = logging.getLogger("mcp_server.http")
 # What a store that stopped answering raises: Redis (the shared state, the event store), the database.
@@ -41,11 +42,11 @@ SESSION_HEADER = b"mcp-session-id"
 
 
 async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> None:
-    transport = consumer.transport
+    transport, options = consumer.transport, consumer.transport.options
     check_content_type(request)
-    check_post_accept(request, json_only=transport.enable_json_response or transport.stateless)
+    check_post_accept(request, json_only=options.enable_json_response or options.stateless)
     body = await consumer.read_body(request)
-    incoming = _decode(body, transport.max_json_depth, transport.max_json_containers)
+    incoming = _decode(body, options.max_json_depth, options.max_json_containers)
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
@@ -57,7 +58,7 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind in ("request", "notification"):
         check_standard_headers(request, incoming.method, incoming.params, incoming.id)
         check_no_envelope(request, incoming)
-    if transport.stateless:
+    if transport.options.stateless:
         await _stateless(consumer, incoming)
     elif incoming.kind == "request" and incoming.method == methods.INITIALIZE:
         await _initialize(consumer, request, incoming)
@@ -115,17 +116,17 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         origin=request.header("origin") or "", principal=principal,
     )
     count = await transport.sessions.create(
-        record, count_principal=transport.max_sessions_per_principal is not None)
+        record, count_principal=transport.options.max_sessions_per_principal is not None)
     await admit_principal(transport, principal, record.id, count, incoming.id)
     await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
 
 
 async def _check_capacity(transport: Any) -> None:
-    if transport.max_sessions is None:
+    if transport.options.max_sessions is None:
         return
-    if not await transport.sessions.has_room(transport.max_sessions):
+    if not await transport.sessions.has_room(transport.options.max_sessions):
         await transport.reap()  # expired sessions go first
-        if await transport.sessions.count() >= transport.max_sessions:
+        if await transport.sessions.count() >= transport.options.max_sessions:
             raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
 
 
@@ -160,13 +161,13 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
 async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
                    incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    check_progress_token(incoming.params, incoming.id, transport.max_progress_token_length)
+    check_progress_token(incoming.params, incoming.id, transport.options.max_progress_token_length)
     if not await transport.claim_request(record.id, incoming.id):
         raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
                         request_id=incoming.id)
     handed_off = False
     try:
-        if transport.enable_json_response:
+        if transport.options.enable_json_response:
             await _json_response(consumer, record, incoming)
         else:
             handed_off = await _sse_response(consumer, record, incoming)
@@ -192,8 +193,8 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
                         incoming: jsonrpc.Incoming) -> bool:
     """Serve the request on an SSE stream; True when a background call's worker holds it now."""
     transport = consumer.transport
-    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.max_sse_buffer_bytes,
-                      stall_timeout=transport.sse_stall_timeout)
+    sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.options.max_sse_buffer_bytes,
+                      stall_timeout=transport.options.sse_stall_timeout)
     outbound = PostOutbound(transport, record, incoming.id, sse)
     session = HTTPServerSession(transport, record, outbound, consumer.principal)
     if record.protocol_version >= "2025-11-25":

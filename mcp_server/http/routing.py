@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
 
+from .. import ports
 from ..outgoing import is_request_id_we_sent
+from .event_store import request_key
 from .liveness import holder_channel
 from .runtime import on_layer
-from .session import request_key
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -95,14 +96,14 @@ class Routing:
             "type": "mcp.cancel", "session_id": session_id, "request_key": key, "reason": reason,
         })
         # A background call's flag too: its worker may not have started yet.
-        from ..background.launch import cancel_call_of_request
-
-        await cancel_call_of_request(self, session_id, key)
+        background = ports.implementation(ports.BackgroundCalls)
+        if background is not None:
+            await background.cancel_request(self, session_id, key)
 
     async def send_to_process(self, channel: str | None, message: dict) -> None:
         """To the process owning ``channel``: through this process's runtime, or straight on the
         channel layer where none runs (a management command)."""
-        runtime = self._runtimes.get(asyncio.get_running_loop())
+        runtime = self.current_runtime()
         if runtime is not None:
             await runtime.send_to(channel, message)
             return
@@ -113,7 +114,7 @@ class Routing:
     async def expect_answer(self, session_id: str, request_id: str, related_request_id: Any = None) -> None:
         """Record that this process waits for the client's answer to ``request_id``, sent while
         serving ``related_request_id`` (which gets an error if this process dies meanwhile)."""
-        ttl = (self.server_to_client_request_timeout or 86400) + 60
+        ttl = (self.options.server_to_client_request_timeout or 86400) + 60
         value = self.runtime.channel_key
         if related_request_id is not None:
             value += "|" + json.dumps(related_request_id)
@@ -166,6 +167,6 @@ class Routing:
         if layer is not None:
             await on_layer(layer.group_send(self.group, message))
             return
-        runtime = self._runtimes.get(asyncio.get_running_loop())
+        runtime = self.current_runtime()
         if runtime is not None:
             await runtime.send_to_all(message)

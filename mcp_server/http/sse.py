@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp_protocol import sse
 
-from ..asgi import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, STALL_SECONDS, SendWindow
+from .send_window import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, STALL_SECONDS, SendWindow
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -28,7 +28,7 @@ class SSEResponse:
 
     ``max_buffered_bytes``: under daphne, once this many bytes wait for the client, writing waits
     for it to read, and a client that reads nothing for a while is cut off (see
-    :class:`mcp_server.asgi.SendWindow`); the events are stored, so the client resumes with
+    :class:`.send_window.SendWindow`); the events are stored, so the client resumes with
     Last-Event-ID. None: no limit. ``stall_timeout``: how long a write waits for a client that
     reads nothing before it is cut off.
     """

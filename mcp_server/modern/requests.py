@@ -10,9 +10,9 @@ from mcp_protocol.envelope import Envelope
 from mcp_protocol.errors import METHOD_NOT_FOUND
 
 from .. import dispatch
-from ..session import Outbound
+from ..ports import Outbound
+from .request_session import ModernSession
 from .results import REMOVED_METHODS, stamp_response
-from .session import ModernSession
 
 if TYPE_CHECKING:
     from ..server import Server

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import methods
+from mcp_protocol.envelope import RESULT_COMPLETE
 
 from ..handlers.cache_hints import defaulted
 
@@ -25,9 +26,6 @@ CACHEABLE_METHODS = frozenset({
     methods.RESOURCES_TEMPLATES_LIST, methods.RESOURCES_READ,
 })
 
-COMPLETE = "complete"
-
-
 def cache_hints(server: Server) -> dict[str, Any]:
     """The server's ``ttlMs`` and ``cacheScope``: on every cacheable modern result (CACHE-03)."""
     return defaulted(server.ttl_ms, server.cache_scope)
@@ -46,7 +44,7 @@ def stamp_response(server: Server, method: str, response: dict | None) -> dict |
     result = response["result"]
     if "resultType" in result:
         return response
-    stamped = {**result, "resultType": COMPLETE}
+    stamped = {**result, "resultType": RESULT_COMPLETE}
     if method in CACHEABLE_METHODS:
         for key, value in cache_hints(server).items():
             stamped.setdefault(key, value)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
-from collections.abc import Callable
 from typing import Any
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -15,19 +12,6 @@ ICON_THEMES = ("light", "dark")
 def snake_case(name: str) -> str:
     """``MyTool`` becomes ``my_tool``, ``HTTPFetcher`` becomes ``http_fetcher``."""
     return _CAMEL_BOUNDARY.sub("_", name).lower()
-
-
-@functools.lru_cache(maxsize=4096)
-def accepts_keyword(function: Callable, keyword: str) -> bool:
-    """Whether ``function`` takes ``keyword`` by name, or any keyword through ``**kwargs``."""
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        (p.name == keyword and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
-        for p in parameters
-    )
 
 
 def check_icons(icons: Any) -> list[dict] | None:

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from mcp_protocol.content import BlobContents, TextContents, to_wire
 
+from ..invoke import accepts_keyword
 from .base import (
-    accepts_keyword,
     check_icons,
     check_meta,
     check_permissions,

@@ -8,8 +8,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from ..invoke import accepts_keyword
 from .base import (
-    accepts_keyword,
     check_icons,
     check_meta,
     check_permissions,

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...modern.capabilities import MissingRequiredClientCapabilityError
+from mcp_protocol import methods
 
-EXTENSION_ID = "io.modelcontextprotocol/tasks"
-NOTIFICATIONS_TASKS = "notifications/tasks"
-TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+from ...client_capabilities import MissingRequiredClientCapabilityError
+
+EXTENSION_ID = methods.TASKS_EXTENSION
 
 
 class Tasks:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...invoke import run_in_thread
 from ...models import ToolCall
+from . import Tasks, missing_capability
 
 
 def may_see(call: ToolCall, session: Any) -> bool:
@@ -38,9 +40,6 @@ async def visible_task_ids(task_ids: list[str], envelope: Any, principal: Any) -
     """The ``taskIds`` of a ``subscriptions/listen`` that its caller may see (others are left out
     of the acknowledgement, as unknown ids are); -32021 when the request does not declare the
     extension (SEP-2663)."""
-    from ...invoke import run_in_thread
-    from . import Tasks, missing_capability
-
     if not Tasks.client_supports(envelope.client_capabilities):
         raise missing_capability()
     user_id = principal.user_id if principal is not None else None

@@ -7,17 +7,16 @@ may see, so another caller's task and a made-up id look the same.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from mcp_protocol import jsonrpc
 from mcp_protocol.errors import METHOD_NOT_FOUND, InternalError, InvalidParamsError, MCPError
 
 from ...background import records
-from ...background.launch import WORKER_STOPPED, cancel_call
+from ...background.launch import WORKER_STOPPED, cancel_call, request_transport
 from ...background.recovery import run_again
 from ...models import ToolCall
-from . import Tasks, missing_capability, request_capabilities
+from . import Tasks, missing_capability, request_capabilities, store
 from .access import may_see
 from .notify import publish
 from .wire import detailed, expired
@@ -37,7 +36,7 @@ async def update_task(ctx: Any) -> dict[str, Any]:
     if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
         raise InvalidParamsError(
             "Invalid params: inputResponses must be an object mapping each key to a result object")
-    if await _answer(call.id, responses):
+    if await store.answer(call.id, responses):
         await publish(call.id, request_transport(ctx))
     return {}
 
@@ -57,12 +56,6 @@ async def cancel_task(ctx: Any) -> dict[str, Any]:
     return {}
 
 
-async def _answer(call_id: str, responses: dict) -> bool:
-    from .store import answer
-
-    return await answer(call_id, responses)
-
-
 async def _task_of(ctx: Any, verb: str) -> ToolCall:
     if not Tasks.server_supports(ctx.server.capabilities_for(ctx.protocol_version or "")):
         raise MCPError(f"Method not found: {ctx.method} (this server does not declare the "
@@ -79,15 +72,6 @@ async def _task_of(ctx: Any, verb: str) -> ToolCall:
     if expired(call):
         raise InvalidParamsError(f"Failed to {verb} task: Task has expired")
     return call
-
-
-def request_transport(ctx: Any) -> Any:
-    """The Streamable HTTP transport serving this request (None on stdio and in process)."""
-    transport = getattr(ctx.session, "transport", None)
-    if transport is not None:
-        return transport
-    loop = asyncio.get_running_loop()
-    return next((t for t in ctx.server.transports if loop in getattr(t, "_runtimes", {})), None)
 
 
 async def _settle_dead_runner(ctx: Any, call: ToolCall) -> ToolCall:

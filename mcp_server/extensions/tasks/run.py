@@ -16,10 +16,12 @@ from mcp_protocol.cancellation import Cancellation, CancelledError
 
 from ...background import records
 from ...background.execute import BackgroundContext, execute, process_name
+from ...background.launch import request_transport
+from ...background.runner import enqueue
+from ...background.task_hooks import TaskHooks
 from ...invoke import run_in_thread
-from ...modern.session import ModernSession
-from .inputs import fulfil
-from .methods import request_transport
+from ...modern.request_session import ModernSession
+from . import Tasks, missing_capability, request_capabilities
 from .wire import task
 
 TASK_RESULT = "task"
@@ -45,18 +47,18 @@ def task_session(server: Any, envelope: Any) -> ModernSession:
     return ModernSession(server, envelope, outbound=DiscardOutbound(), listen_supported=True)
 
 
-async def start(ctx: Any, call: Any, transport: Any, runtime: Any, tool: Any, arguments: dict) -> dict:
-    """Queue (or start here) the recorded ``call``; its ``CreateTaskResult``."""
+async def start(ctx: Any, call: Any, transport: Any, runtime: Any, tool: Any, arguments: dict,
+                hooks: TaskHooks) -> dict:
+    """Queue (or start here) the recorded ``call``; its ``CreateTaskResult``. ``hooks``: the
+    extension's, which a task run here reports through."""
     if transport is not None:
-        from ...background.runner import enqueue
-
         try:
             await run_in_thread(enqueue, call.id)
         except Exception as exc:
             await records.finish(call.id, records.State.FAILED, error=f"{type(exc).__name__}: {exc}")
             raise
     else:
-        _spawn(_run_here(ctx, call.id, runtime, tool, arguments))
+        _spawn(_run_here(ctx, call.id, runtime, tool, arguments, hooks))
     return {**task(call), "resultType": TASK_RESULT}
 
 
@@ -66,7 +68,8 @@ def _spawn(coroutine: Any) -> None:
     running.add_done_callback(_running.discard)
 
 
-async def _run_here(ctx: Any, call_id: str, runtime: Any, tool: Any, arguments: dict) -> None:
+async def _run_here(ctx: Any, call_id: str, runtime: Any, tool: Any, arguments: dict,
+                    hooks: TaskHooks) -> None:
     """The embedded runner: the task's tool on this process's loop, cancellable from any process
     through this process's channel (``mcp.cancel``) and the record's flag."""
     session = task_session(ctx.server, ctx.session.envelope)
@@ -77,8 +80,7 @@ async def _run_here(ctx: Any, call_id: str, runtime: Any, tool: Any, arguments: 
     background = BackgroundContext(ctx.server, session, request_id=ctx.request_id, method=ctx.method,
                                    params=ctx.params, message=ctx.message, cancellation=cancellation,
                                    user_context=ctx.server.server_context, call_id=call_id)
-    background.task_input = fulfil
-    background.task_transport = request_transport(ctx)
+    background.run_as_task(hooks, request_transport(ctx))
     in_flight = runtime.in_flight if runtime is not None else {}
     in_flight[("call", call_id)] = cancellation
     try:
@@ -94,26 +96,8 @@ async def _run_here(ctx: Any, call_id: str, runtime: Any, tool: Any, arguments: 
 def wanted(ctx: Any, tool: Any) -> bool:
     """Whether this call of a background tool becomes a task: the server and the request both
     declare the extension. A task-only tool asked without it gets -32021 naming the extension."""
-    from . import Tasks, missing_capability, request_capabilities
-
     server_declares = Tasks.server_supports(ctx.server.capabilities_for(ctx.protocol_version or ""))
     as_task = server_declares and Tasks.client_supports(request_capabilities(ctx))
     if tool.task_only and not as_task:
         raise missing_capability()
     return as_task
-
-
-async def prepare(ctx: Any, tool: Any, arguments: dict) -> dict | None:
-    """Run the tool's ``prepare`` (input_required rounds before the call is queued): the
-    ``InputRequiredResult`` for the client, or None once it asks nothing more."""
-    from ... import mrtr
-    from ...input_required import InputRequiredResult
-    from ...invoke import call_user_code
-
-    value = await mrtr.run_rounds(ctx, lambda: call_user_code(tool.prepare, arguments, server_context=ctx))
-    if isinstance(value, InputRequiredResult):
-        return mrtr.wire_result(ctx, value)
-    if value is not None:
-        raise TypeError(f"{tool.name}.prepare() must return an InputRequiredResult or None, "
-                        f"not {type(value).__name__}")
-    return None

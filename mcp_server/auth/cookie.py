@@ -1,4 +1,5 @@
-"""``SessionAuthentication``: the Django session cookie, the endpoint's default.
+"""``SessionAuthentication``: the Django session cookie's user (Django's session, not an MCP one), the
+endpoint's default.
 
 Mounted inside :func:`mcp_server.asgi.session_auth` (as the demo project does), the user is
 already in ``scope["user"]``, resolved only for requests that carry the cookie. Mounted without
@@ -13,7 +14,7 @@ from ..invoke import run_in_thread
 from .base import BaseAuthentication, Principal
 
 if TYPE_CHECKING:
-    from ..http.checks import Request
+    from ..http.request import Request
 
 
 class SessionAuthentication(BaseAuthentication):

@@ -8,7 +8,8 @@ from mcp_protocol.cancellation import Cancellation
 from mcp_protocol.envelope import Envelope
 
 from .. import logging_levels
-from ..session import Outbound, ServerSession
+from ..ports import Outbound
+from ..session import ServerSession
 
 if TYPE_CHECKING:
     from ..server import Server

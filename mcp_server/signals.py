@@ -1,6 +1,7 @@
 """A saved or deleted registry row reaches every process: once the transaction commits, each
-process drops its snapshot (a channel-layer message, and the change marker of ``counter.py``) and
-every connected session gets the matching ``list_changed``, once per save."""
+process drops its snapshot (a channel-layer message, and the change marker of
+``registry/counter.py``) and every connected session gets the matching ``list_changed``, once per
+save. The app's ``ready()`` connects the models' signals here."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ _pending = threading.local()
 
 def connect() -> None:
     """Hook the registry models' signals (the app's ready())."""
-    from ..models import PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate
+    from .models import PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate
 
     for model in (PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate):
         post_save.connect(_changed, sender=model, dispatch_uid=f"mcp-registry-save-{model.__name__}")
@@ -72,7 +73,7 @@ def _groups_changed(sender: Any, instance: Any, action: str, **kwargs: Any) -> N
 
 
 def _list_of(instance: Any) -> str:
-    from ..models import PrimitiveSetting, StoredPrompt
+    from .models import PrimitiveSetting, StoredPrompt
 
     if isinstance(instance, PrimitiveSetting):
         return _LISTS[instance.kind]
@@ -81,8 +82,8 @@ def _list_of(instance: Any) -> str:
 
 def publish(server_name: str, lists: set[str]) -> None:
     """Tell every process (blocking). Only the project's default server has the overlay."""
-    from ..site import get_server, get_transport
-    from .counter import mark_change
+    from .registry.counter import mark_change
+    from .site import get_server, get_transport
 
     server = get_server()
     if server.name != server_name:

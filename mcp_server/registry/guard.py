@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_protocol.errors import INVALID_REQUEST, MCPError
 
-from ..registry import access
-from ..registry.overlay import KINDS, View
+from . import access
+from .overlay import KINDS, View
 
 if TYPE_CHECKING:
     from ..context import ServerContext
-    from ..http.checks import Request
     from ..server import Server
 
 # The method that uses each kind of primitive, and the param naming it.
@@ -108,8 +107,8 @@ async def find(ctx: ServerContext, kind: str, key: str) -> Any:
         else None
 
 
-def _used(registry: Any, method: str | None, params: Any) -> tuple[str, str, Any] | None:
-    """The primitive a request uses: (kind, key, primitive), None when it names none."""
+def used_by(registry: Any, method: str | None, params: Any) -> tuple[str, str, Any] | None:
+    """The primitive a request of ``method`` uses: (kind, key, primitive), None when it names none."""
     use = USES.get(method or "")
     if use is None or not isinstance(params, dict) or not isinstance(params.get(use[1]), str):
         return None
@@ -120,23 +119,3 @@ def _used(registry: Any, method: str | None, params: Any) -> tuple[str, str, Any
             if template.readable and template.match(key) is not None:
                 return "resource_templates", key, template
     return (kind, key, primitive) if primitive is not None else None
-
-
-async def check_call_scopes(transport: Any, request: Request, incoming: Any) -> None:
-    """Over HTTP, before anything runs: a call the principal lacks scopes for gets 403
-    ``insufficient_scope`` with the scopes it needs (a step-up challenge)."""
-    if incoming.method not in USES:
-        return
-    server = transport.server
-    user_id = request.user.pk if request.user is not None else None
-    used = _used(await server.registry_for(user_id), incoming.method, incoming.params)
-    if used is None:
-        return
-    kind, key, primitive = used
-    try:
-        await usable(server, primitive, kind, key, request.principal, user_id)
-    except InsufficientScopeError as refused:
-        challenges = transport.challenges
-        error = challenges.insufficient_scope(request, set(refused.scopes) | challenges.required_scopes)
-        error.request_id = incoming.id
-        raise error from None

@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mcp_protocol.envelope import SERVER_INFO_KEY
+from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY
 from mcp_protocol.versions import MODERN_VERSIONS
 
 from ..context import ServerContext
-from .results import COMPLETE, cache_hints
+from .cache_hints import defaulted
 
 # Flags that promise notifications only a subscriptions/listen stream delivers in this revision.
 _LISTEN_FLAGS = {"tools": ("listChanged",), "prompts": ("listChanged",),
@@ -32,8 +32,8 @@ async def discover(ctx: ServerContext) -> dict[str, Any]:
         "supportedVersions": list(MODERN_VERSIONS),
         "capabilities": capabilities,
         "_meta": {SERVER_INFO_KEY: server.server_info_for(version)},
-        **cache_hints(server),
-        "resultType": COMPLETE,
+        **defaulted(server.ttl_ms, server.cache_scope),  # on every cacheable modern result (CACHE-03)
+        "resultType": RESULT_COMPLETE,
     }
     if server.instructions is not None:
         result["instructions"] = server.instructions

@@ -1,0 +1,1 @@
+"""The client's transports: stdio (a subprocess) and Streamable HTTP (httpx)."""

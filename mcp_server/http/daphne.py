@@ -1,0 +1,202 @@
+"""Hooks into daphne (Twisted) for the MCP endpoint; each does nothing when daphne is not the
+server. Call them from the project's ASGI module (``mcp_server.asgi`` exports them)."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import sys
+from typing import Any
+
+from ..settings import mcp_settings
+from .send_window import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, SendWindow
+
+
+def skip_daphne_form_parsing() -> None:
+    """Under daphne, stop Twisted from parsing each POST body's Content-Type for a form upload.
+
+    Twisted parses the ``Content-Type`` of every POST with the ``email`` package to fill
+    ``request.args`` with form fields, which daphne never reads: it hands the raw body to the
+    application (Django parses its own forms). That parse is about a tenth of the CPU of an MCP
+    ``tools/call``. Twisted's ``Request`` takes ``parsePOSTFormSubmission=False`` to skip it;
+    daphne builds its requests without arguments, so its request class is given that default.
+    Call it from the project's ASGI module; it does nothing when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_skips_form_parsing", False):
+        return
+    from twisted.web.http import Request
+
+    if "parsePOSTFormSubmission" not in inspect.signature(Request.__init__).parameters:
+        return  # a Twisted without the switch
+
+    class WebRequest(module.WebRequest):
+        _mcp_skips_form_parsing = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("parsePOSTFormSubmission", False)
+            super().__init__(*args, **kwargs)
+
+    module.WebRequest = WebRequest
+
+
+# How long a refused upload is still read (and dropped) after its 413, so that a client that sends
+# its whole body before reading the answer gets to read it; bounded, so one that never stops
+# sending cannot hold the connection.
+REFUSED_BODY_LINGER_SECONDS = 5.0
+
+
+def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = None) -> None:
+    """Under daphne, refuse a request body to ``path`` as soon as it passes ``max_bytes``.
+
+    daphne (Twisted) holds a whole request body, in memory or a temporary file, before the
+    application sees a byte of it, so the endpoint's own 413 would come after the upload was
+    taken in. With this hook the 413 goes out when the Content-Length says too much, or when the
+    chunks received pass the limit: what follows is dropped and the connection closed. Requests
+    to other paths (the admin) are untouched. ``max_bytes`` defaults to
+    ``MCP_SERVER["MAX_REQUEST_BYTES"]``. Call it from the project's ASGI module; it does nothing
+    when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_limits_bodies", False):
+        return
+    from urllib.parse import unquote_to_bytes, urlsplit
+
+    from mcp_protocol import jsonrpc
+    from mcp_protocol.errors import INVALID_REQUEST
+
+    endpoint = path.encode("utf-8")
+
+    def limit() -> int:
+        if max_bytes is not None:
+            return max_bytes
+        return mcp_settings.MAX_REQUEST_BYTES
+
+    class WebRequest(module.WebRequest):
+        _mcp_limits_bodies = True
+        _mcp_body_limit: int | None = None
+        _mcp_body_bytes = 0
+        _mcp_body_refused = False
+
+        def gotLength(self, length: int | None) -> None:
+            # The request target: self.path is only set once the body is in. (A Twisted without
+            # it leaves the limit to the endpoint, which applies it as the body is handed on.)
+            target = getattr(self.channel, "_path", b"")
+            if target.startswith(b"http"):
+                target = urlsplit(target).path  # absolute form
+            if unquote_to_bytes(target.split(b"?", 1)[0]) == endpoint:
+                self._mcp_body_limit = limit()
+                if length is not None and length > self._mcp_body_limit:
+                    self.content = io.BytesIO()
+                    self.refuse_oversized_body()
+                    return
+            super().gotLength(length)
+
+        def handleContentChunk(self, data: bytes) -> None:
+            if self._mcp_body_refused:
+                return
+            if self._mcp_body_limit is not None:
+                self._mcp_body_bytes += len(data)
+                if self._mcp_body_bytes > self._mcp_body_limit:
+                    self.content.close()
+                    self.content = io.BytesIO()
+                    self.refuse_oversized_body()
+                    return
+            super().handleContentChunk(data)
+
+        def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+            if not self._mcp_body_refused:  # a refused body was answered when it was refused
+                super().requestReceived(command, path, version)
+
+        def refuse_oversized_body(self) -> None:
+            """Answer 413 now, drop the rest of the body, and close the connection."""
+            from twisted.internet import reactor  # daphne's, installed by the time bodies arrive
+
+            self._mcp_body_refused = True
+            self.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after the answer
+            channel = self.channel
+            if channel.requests[:1] != [self]:
+                # An earlier pipelined request still owns the connection's output.
+                channel.transport.abortConnection()
+                return
+            message = f"Payload Too Large: the body exceeds {self._mcp_body_limit} bytes"
+            body = jsonrpc.encode(jsonrpc.error_response(None, INVALID_REQUEST, message)).encode()
+            channel.transport.write(
+                b"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+            )
+            channel.transport.loseWriteConnection()
+            closer = reactor.callLater(REFUSED_BODY_LINGER_SECONDS, channel.transport.abortConnection)
+            self.notifyFinish().addBoth(lambda _: closer.active() and closer.cancel())
+
+    module.WebRequest = WebRequest
+
+
+def cut_off_slow_daphne_readers() -> None:
+    """Under daphne, apply :class:`SendWindow` to the responses that carry one.
+
+    Such a response registers itself as a producer of its connection: Twisted pauses it when the
+    socket's buffer fills and resumes it when the client has read it. The bytes written while
+    paused are counted; past the response's limit its window closes until the next resume. Call
+    it from the project's ASGI module; it does nothing when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.WebRequest, "_mcp_cuts_off_slow_readers", False):
+        return
+
+    class WebRequest(module.WebRequest):
+        _mcp_cuts_off_slow_readers = True
+        _window: SendWindow | None = None
+        _buffer_limit = 0
+        _paused = False
+        _written_while_paused = 0
+
+        def handle_reply(self, message: dict) -> None:
+            kind = message.get("type")
+            window = message.get(SEND_WINDOW_KEY) if kind == "http.response.start" else None
+            if window is not None and not self.finished and self.channel is not None:
+                self._window, self._buffer_limit = window, int(message.get(MAX_BUFFERED_BYTES_KEY, 0))
+                window.attach(self._cut_off)
+                self.registerProducer(self, True)
+            elif kind == "http.response.body" and self._window is not None:
+                if self._paused:
+                    self._written_while_paused += len(message.get("body", b""))
+                    if self._written_while_paused > self._buffer_limit:
+                        self._window.close()
+                if not message.get("more_body", False):
+                    self._release()
+            super().handle_reply(message)
+
+        def _release(self) -> None:
+            if self._window is not None:
+                self._window.detach()
+                self._window = None
+                if self.producer is not None:
+                    self.unregisterProducer()
+
+        def _cut_off(self) -> None:
+            self._release()
+            if self.channel is not None and self.channel.transport is not None:
+                self.channel.transport.abortConnection()
+
+        def connectionLost(self, reason: Any) -> None:
+            if self._window is not None:
+                self._window.detach()
+                self._window = None
+            super().connectionLost(reason)
+
+        # IPushProducer: Twisted calls these as the connection's send buffer fills and drains.
+        def pauseProducing(self) -> None:
+            self._paused = True
+
+        def resumeProducing(self) -> None:
+            self._paused = False
+            self._written_while_paused = 0
+            if self._window is not None:
+                self._window.open()
+
+        def stopProducing(self) -> None:
+            if self._window is not None:
+                self._window.detach()
+
+    module.WebRequest = WebRequest

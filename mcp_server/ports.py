@@ -1,0 +1,91 @@
+"""The small interfaces through which lower floors reach what upper floors implement.
+
+The engine (sessions, handlers, dispatch) and the transports never import background calls or an
+extension: they call the ports below. What implements a port is registered once per process by
+the composition root (``site.install``, run by the app's ``ready()``); a port with nothing
+registered is simply absent (:func:`implementation` returns None), and its callers say what that
+means for them. ``docs/architecture.md`` draws the floors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from mcp_protocol.envelope import Envelope
+
+    from .context import ServerContext
+    from .http.transport import StreamableHTTPTransport
+    from .primitives.tool import Tool
+
+Port = TypeVar("Port")
+
+
+class Outbound(Protocol):
+    """Where a session's outgoing messages go; each transport supplies one.
+
+    ``related_request_id`` names the client request a message belongs to (SEP-2260), so that a
+    transport with several streams can put it on that request's stream.
+    """
+
+    async def send(self, message: dict, *, related_request_id: Any = None) -> bool: ...
+
+
+class NotificationRoute(Protocol):
+    """A transport as ``Server.notify_*`` sees it: it carries server-wide notifications.
+
+    Transports whose ``broadcast_group`` is the same reach the same clients (one is used); None
+    (or no such attribute) means a transport of its own.
+    """
+
+    def broadcast(self, message: dict, *, level: str | None = None) -> bool: ...
+
+    def notify_resource_updated(self, uri: str) -> bool: ...
+
+
+class BackgroundCalls(Protocol):
+    """Tools marked ``background=True``, as the engine and the Streamable HTTP transport reach
+    them (``mcp_server.background`` implements it). Absent, a background tool cannot be called."""
+
+    async def call(self, ctx: ServerContext, tool: Tool, arguments: dict) -> Any:
+        """Run a call of ``tool`` whose arguments were checked: its result (or the task that
+        stands for it); raises as the call ends."""
+        ...
+
+    async def cancel_request(self, transport: StreamableHTTPTransport, session_id: str,
+                             request_key: str) -> None:
+        """A session's ``notifications/cancelled`` for one of its requests: the background
+        call it started, if any, is cancelled wherever it runs."""
+        ...
+
+    async def settle_stopped_request(self, transport: StreamableHTTPTransport, session_id: str,
+                                     request_id: Any) -> bool:
+        """The process serving a request died: whether its client gets an error for it now
+        (False when a worker answers it, or it runs again)."""
+        ...
+
+    async def ended_cancelled(self, session_id: str, request_id: Any) -> bool:
+        """Whether the request was a background call that ended cancelled (it has no response)."""
+        ...
+
+
+class ListenTaskFilter(Protocol):
+    """The ``taskIds`` of a ``subscriptions/listen`` filter, as the Tasks extension honours them."""
+
+    async def visible_task_ids(self, task_ids: list[str], envelope: Envelope, principal: Any) -> list[str]:
+        """The ids whose tasks the caller may see; raises -32021 when the request does not
+        declare the extension."""
+        ...
+
+
+_implementations: dict[type, Any] = {}
+
+
+def register(port: type[Port], implementation: Port) -> None:
+    """Make ``implementation`` what answers ``port`` in this process (the last one wins)."""
+    _implementations[port] = implementation
+
+
+def implementation(port: type[Port]) -> Port | None:
+    """What answers ``port``, or None when nothing was registered."""
+    return _implementations.get(port)

@@ -39,6 +39,7 @@ from ..modern.request_session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
 from ..registry.guard import registry_seen_by
 from ..session import ServerSession
+from . import encoding
 from .errors import HTTPError
 from .modern_headers import HeaderMismatchError, check_modern_headers
 from .outbound import DroppingOutbound
@@ -193,7 +194,7 @@ class ResponseStream:
         self.max_buffered_bytes = max_buffered_bytes
         self.sse: SSEResponse | None = None
         # Made with the first notification: most responses are plain JSON and never need them.
-        self.queue: asyncio.Queue[dict | None] | None = None
+        self.queue: asyncio.Queue[tuple[str, bool] | None] | None = None
         self.writer: asyncio.Task | None = None
         self.gone = False
         self.dropped = 0
@@ -212,17 +213,19 @@ class ResponseStream:
         elif self.queue.qsize() >= MAX_BUFFERED_NOTIFICATIONS:
             self.dropped += 1
             return False
-        self.queue.put_nowait(message)
+        # Encoded here, so that a notification JSON cannot carry raises in the handler that sent
+        # it, as on every other stream, rather than in the writer.
+        self.queue.put_nowait((jsonrpc.encode(message), False))
         return True
 
     async def _write_all(self) -> None:
         assert self.sse is not None and self.queue is not None
         while True:
-            message = await self.queue.get()
-            if message is None:
+            item = await self.queue.get()
+            if item is None:
                 return
-            last = message.get("method") is None  # the response ends the stream
-            if not await self.sse.event(jsonrpc.encode(message), last=last):
+            text, last = item  # the response, last, ends the stream
+            if not await self.sse.event(text, last=last):
                 self.gone = True
             if last:
                 return
@@ -243,7 +246,9 @@ class ResponseStream:
             else:
                 await _reply(self.consumer, response)
             return
-        self.queue.put_nowait(response)  # None (cancelled) just ends the writer
+        # None (cancelled) just ends the writer.
+        self.queue.put_nowait(None if response is None else
+                              (encoding.encode(self.consumer.transport.server, response), True))
         try:
             await self.writer
         finally:

@@ -32,7 +32,7 @@ ASGI_APPLICATION = "conformance.asgi.application"
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{os.environ.get('CONFORMANCE_SQLITE') or VAR / 'db.sqlite3'}",
-        conn_max_age=60,
+        conn_max_age=0,  # as the demo project: no connection kept per thread under ASGI
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -100,3 +100,13 @@ def check_background_calls(app_configs: Any = None, **kwargs: Any) -> list[check
             id="mcp_server.E022",
         ))
     return errors
+
+
+@checks.register()
+def check_list_changed_interval(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A wrong interval would fail the first registry change made in admin, not start-up."""
+    interval = mcp_settings.LIST_CHANGED_MIN_INTERVAL
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not 0 <= interval < 1e9:
+        return [checks.Error(f"MCP_SERVER['LIST_CHANGED_MIN_INTERVAL'] must be a number of seconds, 0 or "
+                             f"more, not {interval!r}", id="mcp_server.E040")]
+    return []

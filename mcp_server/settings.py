@@ -52,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
     # The default server's registry as administrators shape it in admin (switches, overrides,
     # restrictions, prompts and resources defined there), read from the database.
     "REGISTRY_IN_DATABASE": True,
+    # Seconds between two list_changed notifications of one list that changes made in admin or the
+    # API send from one process: the changes within it are announced once, when it ends (0: each
+    # change at once). Thirty saves in a loop are then two notifications for every session.
+    "LIST_CHANGED_MIN_INTERVAL": 1,
     # Where tools marked background=True run: "auto" (Celery workers when the project sets
     # CELERY_BROKER_URL, else the web process), "celery" or "local".
     "BACKGROUND_CALLS": "auto",

@@ -219,7 +219,9 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     # seconds at most (less when its Cache-Control says so, never less than a minute).
     "CLIENT_ID_METADATA_DOCUMENTS": True,
     "CIMD_CACHE_TIMEOUT": 3600,
-    # The fetch: seconds it may take, bytes the document may have.
+    # The fetch: seconds the whole of it may take (DNS lookup, connection, every byte of the body),
+    # bytes the document may have. A failed fetch backs off its host for the toolkit's
+    # CIMD_FAILURE_BACKOFF_SECONDS (OAUTH2_PROVIDER, 60), whatever URL of it a client names.
     "CIMD_FETCH_TIMEOUT": 5,
     "CIMD_MAX_DOCUMENT_BYTES": 5 * 1024,
     # Let a document's host resolve to a loopback address: for tests and development only (the
@@ -232,6 +234,29 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     "ABANDONED_CLIENT_AGE": 7 * 24 * 3600,
     # Where the consent page sends a visitor who is not logged in; None: Django's LOGIN_URL.
     "LOGIN_URL": None,
+    # Let dynamically registered clients use client_credentials, whose tokens have no user behind
+    # them: with open registration, anyone could then get a token of their own. False: such a
+    # registration is refused (400 invalid_client_metadata), and so is the grant (400
+    # unauthorized_client) for a client registered while it was allowed. Clients an administrator
+    # creates are not concerned.
+    "DYNAMIC_CLIENT_CREDENTIALS": False,
+    # Limits, each "number/period" as DRF's throttle rates are written ("20/hour"; s, m, h, d),
+    # counted in fixed periods in Django's cache, which every process must share (Redis) for the
+    # limit to hold across them; None lifts one. Past a limit the request gets 429 and Retry-After.
+    # Registrations (POST /oauth/register/) from one client address.
+    "REGISTRATION_RATE": "20/hour",
+    # Wrong passwords on the login page (this app's LoginView) per account and client address;
+    # past it even the right password is refused until the period ends.
+    "LOGIN_FAILURE_RATE": "10/hour",
+    # Failed client authentications (a wrong client secret) at the token and revocation endpoints
+    # per client id and client address; past it even the right secret is refused.
+    "CLIENT_SECRET_FAILURE_RATE": "10/hour",
+    # What one registration may hold (RFC 7591 and 7592 requests; metadata documents too): redirect
+    # URIs, in number and in characters each (400 invalid_redirect_uri past either), and the bytes
+    # of the request body (400 invalid_client_metadata past it, before it is decoded).
+    "MAX_REDIRECT_URIS": 10,
+    "MAX_REDIRECT_URI_LENGTH": 2000,
+    "MAX_REGISTRATION_BYTES": 64 * 1024,
 }
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",

@@ -50,9 +50,31 @@ def principal_of(request: Request) -> str:
 
 
 def token_key(principal: Any) -> str:
-    """A principal with no user, as its OAuth client id and token subject (hashed: fixed length)."""
+    """A principal with no user, as its OAuth client id and token subject (hashed: fixed length).
+
+    A principal counted in a fair share of a group (``Principal.fair_share``) has the group's
+    prefix before it, ``share:<group>/token:<own>``: its sessions are counted with the group's
+    (:func:`counted_with`) and stay bound to the principal itself (the whole key)."""
     seen = f"{principal.client_id or ''}\x00{principal.subject or ''}\x00{principal.method}"
-    return "token:" + hashlib.sha256(seen.encode()).hexdigest()[:40]
+    own = "token:" + _digest(seen, 40)
+    share = principal.fair_share
+    return f"share:{_digest(share, 24)}/{own}" if share else own
+
+
+def is_token_key(key: str) -> bool:
+    """Whether ``key`` (a session's principal) names a principal with no user."""
+    return key.startswith(("token:", "share:"))
+
+
+def counted_with(key: str) -> dict[str, str]:
+    """The lookup of the sessions counted in the same fair share as the principal ``key``."""
+    if key.startswith("share:"):
+        return {"principal__startswith": key.split("/", 1)[0] + "/"}
+    return {"principal": key}
+
+
+def _digest(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
 class StreamSlots:
@@ -121,4 +143,4 @@ def _too_many_sessions(transport: StreamableHTTPTransport, request_id: object) -
 async def _sessions_of(principal: str) -> int:
     from ..models import Session
 
-    return await run_in_thread(Session.objects.filter(principal=principal).count)
+    return await run_in_thread(Session.objects.filter(**counted_with(principal)).count)

@@ -41,6 +41,9 @@ class ToolCall(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="mcp_tool_calls",
     )
+    # Whether a user sent it: the record stays when that user is deleted (owner then None), and
+    # must not then pass for a call of a caller with no user (the Tasks extension's access rule).
+    owned = models.BooleanField(default=False)
     # Who sent it, as the tool sees it on ``server_context.principal``: the scopes, OAuth client,
     # expiry, subject and how it authenticated (the user is ``owner``); None when nobody did.
     principal = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)

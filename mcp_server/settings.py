@@ -58,6 +58,19 @@ DEFAULTS: dict[str, Any] = {
     # Times a background call of an idempotent tool (annotated idempotent_hint=True) runs again
     # when its worker dies mid-call (0: never; other tools never run twice).
     "BACKGROUND_RETRIES": 1,
+    # Fair share of background calls: calls one principal (the Django user, else the token's client
+    # and subject, else the client address) may have queued or running at once, tasks included,
+    # counted over every process (None: no limit). One more is refused: over HTTP with 429 and
+    # Retry-After before anything runs, elsewhere with a JSON-RPC error (-32600).
+    "MAX_BACKGROUND_CALLS_PER_PRINCIPAL": 10,
+    # Bytes a background call's stored record may take: its arguments (those the tool's input
+    # schema declares; others are dropped) and the request's other params, as compact JSON. A
+    # larger call is refused with -32602 before anything is stored.
+    "MAX_BACKGROUND_CALL_BYTES": 1024 * 1024,
+    # Seconds a finished background call that is not a task stays in the database (admin, the
+    # API); then the cleanup (manage.py mcp_clean_tasks, the Celery beat entry) deletes it. None:
+    # kept forever. Tasks follow TASK_TTL_MS instead.
+    "BACKGROUND_CALL_RETENTION": 24 * 3600,
     # The Tasks extension (SEP-2663): milliseconds a task stays readable after it was created
     # (its ttlMs; later, tasks/get answers "expired" and cleanup deletes it; None: forever), and
     # the pollIntervalMs the server suggests to clients that poll tasks/get.

@@ -436,3 +436,16 @@ async def test_an_unknown_background_calls_value_is_refused(short_lived_connecti
     assert isinstance(error, ImproperlyConfigured) and "BACKGROUND_CALLS" in str(error)
     assert "'sometimes'" in str(error)
     assert not await run_in_thread(ToolCall.objects.exists)  # nothing ran, nothing was recorded
+
+
+async def test_a_call_past_its_principals_share_over_stdio_gets_a_json_rpc_error(short_lived_connections):
+    # Over stdio the transport knows no principal: its one client counts as "local".
+    held = await run_in_thread(ToolCall.objects.create, id="held", tool="where", principal_key="local",
+                               state=ToolCall.State.RUNNING)
+    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "BACKGROUND_CALLS": "local",
+                                       "MAX_BACKGROUND_CALLS_PER_PRINCIPAL": 1}):
+        response = await call_over_stdio(where_server([]))
+    error = response["error"]
+    assert error["code"] == -32600 and error["data"] == {"retryAfter": 5}, error
+    assert error["message"].startswith("Too Many Requests: 1 background calls of this client"), error
+    assert [call.id for call in await run_in_thread(list, ToolCall.objects.all())] == [held.id]

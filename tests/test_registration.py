@@ -543,6 +543,7 @@ def test_every_setting_is_covered_here():
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
                "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
                "BACKGROUND_CALLS", "BACKGROUND_RETRIES", "TASK_TTL_MS", "TASK_POLL_INTERVAL_MS",
+               *BACKGROUND_SHARE_SETTINGS,
                *AUTHENTICATION_SETTINGS,
                # Its keys: tests/test_authorization_server*.py.
                "AUTHORIZATION_SERVER"}
@@ -565,6 +566,42 @@ def test_the_task_settings_are_the_hints_of_every_task_and_bad_values_are_refuse
                 pytest.raises(ImproperlyConfigured, match=next(iter(bad))):
             wire.ttl_ms()
             wire.poll_interval_ms()
+
+
+# --- The fair share of background calls: in flight per principal, stored bytes, retention ------
+
+BACKGROUND_SHARE_SETTINGS = ("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", "MAX_BACKGROUND_CALL_BYTES",
+                             "BACKGROUND_CALL_RETENTION")
+
+
+def test_the_background_share_settings_are_read_and_bad_values_are_refused():
+    from mcp_protocol.errors import InvalidParamsError
+    from mcp_server import Tool
+    from mcp_server.background import admission, cleanup
+
+    class Note(Tool):
+        input_schema = {"properties": {"text": {"type": "string"}}}
+
+    with override_settings(MCP_SERVER=demo_with(MAX_BACKGROUND_CALLS_PER_PRINCIPAL=2,
+                                                BACKGROUND_CALL_RETENTION=60, MAX_BACKGROUND_CALL_BYTES=40)):
+        assert (admission.calls_per_principal(), cleanup.retention()) == (2, 60)
+        kept = admission.stored_parts(Note(), {"text": "short", "extra": 1},
+                                      {"name": "note", "arguments": {}})
+        assert kept == ({"text": "short"}, {"name": "note"})
+        with pytest.raises(InvalidParamsError, match="at most 40 bytes"):
+            admission.stored_parts(Note(), {"text": "x" * 40}, {"name": "note"})
+    unlimited = dict.fromkeys(BACKGROUND_SHARE_SETTINGS)
+    with override_settings(MCP_SERVER=demo_with(**unlimited)):
+        assert (admission.calls_per_principal(), cleanup.retention()) == (None, None)
+        assert admission.stored_parts(Note(), {"text": "x" * 10_000}, {})[0] == {"text": "x" * 10_000}
+    for name, bad in (("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", 0), ("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", 2.5),
+                      ("MAX_BACKGROUND_CALL_BYTES", True), ("BACKGROUND_CALL_RETENTION", -1),
+                      ("BACKGROUND_CALL_RETENTION", "1d")):
+        with override_settings(MCP_SERVER=demo_with(**{name: bad})), \
+                pytest.raises(ImproperlyConfigured, match=name):
+            admission.calls_per_principal()
+            admission.stored_parts(Note(), {}, {})
+            cleanup.retention()
 
 
 # --- BACKGROUND_CALLS: where background tools run, and the checks of what Celery needs -----------

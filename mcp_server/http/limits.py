@@ -10,6 +10,8 @@ import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
+from mcp_protocol.errors import INVALID_REQUEST
+
 from ..invoke import run_in_thread
 from .errors import HTTPError
 
@@ -19,11 +21,29 @@ if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
 
 
+TOO_MANY = "Too Many Requests: "
+
+
 def too_many(message: str, retry_after: float) -> HTTPError:
     """429 Too Many Requests, saying when trying again may succeed."""
     seconds = max(1, math.ceil(retry_after))
-    return HTTPError(429, f"Too Many Requests: {message}", data={"retryAfter": seconds},
+    return HTTPError(429, f"{TOO_MANY}{message}", data={"retryAfter": seconds},
                      headers=[(b"retry-after", str(seconds).encode())])
+
+
+def fair_share_headers(response: dict) -> list[tuple[bytes, bytes]] | None:
+    """The ``Retry-After`` of a JSON-RPC response that is a fair-share refusal made below the
+    transport (a background call past its principal's share: ``TooManyBackgroundCalls``), to send
+    with 429 where the response is still undecided; None for any other response."""
+    error = response.get("error")
+    if not isinstance(error, dict) or error.get("code") != INVALID_REQUEST \
+            or not str(error.get("message", "")).startswith(TOO_MANY):
+        return None
+    data = error.get("data")
+    seconds = data.get("retryAfter") if isinstance(data, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        return None
+    return [(b"retry-after", str(seconds).encode())]
 
 
 def check_progress_token(params: object, request_id: object, limit: int | None) -> None:

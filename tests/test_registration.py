@@ -320,6 +320,7 @@ HTTP_SETTINGS = {
     "MAX_QUEUED_STREAM_EVENTS": ("max_queued_stream_events", 50),
     "MAX_PROGRESS_TOKEN_LENGTH": ("max_progress_token_length", 32),
     "MAX_LISTEN_SUBSCRIPTIONS": ("max_listen_subscriptions", 9),
+    "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": ("max_listen_subscriptions_per_principal", 4),
     "LISTEN_KEEPALIVE_INTERVAL": ("listen_keepalive_interval", 2.5),
 }
 # Settings of the event store: (attribute of transport.events, value).

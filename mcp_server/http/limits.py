@@ -76,38 +76,39 @@ def token_key(principal: Any) -> str:
 
 
 class StreamSlots:
-    """At most ``limit`` listening streams of a session open at once, in every process.
+    """At most ``limit`` streams of one owner open at once, in every process: the listening
+    streams of a session, or the listen streams of a principal (each kind under its ``prefix``).
 
-    Each open stream holds one of the session's ``limit`` slots, a shared-state key with a time to
+    Each open stream holds one of the owner's ``limit`` slots, a shared-state key with a time to
     live renewed while the stream lives: a process that dies holding one frees it when the key
     expires, with no count to repair. Taking a slot tries them in order (``limit`` is small).
     """
 
-    def __init__(self, state: SharedState, limit: int | None, ttl: float):
+    def __init__(self, state: SharedState, limit: int | None, ttl: float, prefix: str = "slot"):
         self.state = state
         self.limit = limit
         self.ttl = ttl
+        self.prefix = prefix
 
-    @staticmethod
-    def _key(session_id: str, slot: int) -> str:
-        return f"slot:{session_id}:{slot}"
+    def _key(self, owner: str, slot: int) -> str:
+        return f"{self.prefix}:{owner}:{slot}"
 
-    async def take(self, session_id: str, token: str) -> int | None:
+    async def take(self, owner: str, token: str) -> int | None:
         """The slot now held with ``token`` (-1 without a limit), or None when all are taken."""
         if self.limit is None:
             return -1
         for slot in range(self.limit):
-            if await self.state.add(self._key(session_id, slot), token, self.ttl):
+            if await self.state.add(self._key(owner, slot), token, self.ttl):
                 return slot
         return None
 
-    async def renew(self, session_id: str, slot: int, token: str) -> None:
+    async def renew(self, owner: str, slot: int, token: str) -> None:
         if slot >= 0:
-            await self.state.set(self._key(session_id, slot), token, self.ttl)
+            await self.state.set(self._key(owner, slot), token, self.ttl)
 
-    async def give_back(self, session_id: str, slot: int, token: str) -> None:
+    async def give_back(self, owner: str, slot: int, token: str) -> None:
         if slot >= 0:
-            await self.state.delete(self._key(session_id, slot), expected=token)
+            await self.state.delete(self._key(owner, slot), expected=token)
 
 
 def check_limits(**limits: int | None) -> None:

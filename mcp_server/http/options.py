@@ -58,6 +58,7 @@ class StreamableHTTPOptions:
     max_queued_stream_events: int
     max_progress_token_length: int | None
     max_listen_subscriptions: int | None
+    max_listen_subscriptions_per_principal: int | None
     listen_keepalive_interval: float | None
 
     def __post_init__(self) -> None:
@@ -77,7 +78,8 @@ class StreamableHTTPOptions:
                      max_subscriptions_per_session=self.max_subscriptions_per_session,
                      max_sse_buffer_bytes=self.max_sse_buffer_bytes,
                      max_progress_token_length=self.max_progress_token_length,
-                     max_listen_subscriptions=self.max_listen_subscriptions)
+                     max_listen_subscriptions=self.max_listen_subscriptions,
+                     max_listen_subscriptions_per_principal=self.max_listen_subscriptions_per_principal)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -130,10 +130,14 @@ DEFAULTS: dict[str, Any] = {
     # 2026-07-28 subscriptions/listen streams one process serves at once (None: unlimited); one
     # more gets HTTP 503. Seconds between keepalive comments on them (None: none).
     "MAX_LISTEN_SUBSCRIPTIONS": 1000,
+    "LISTEN_KEEPALIVE_INTERVAL": 15,
     # subscriptions/listen streams one principal (as MAX_SESSIONS_PER_PRINCIPAL counts them) may
     # have open at once, over every process (None: unlimited); one more gets HTTP 429.
     "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": 10,
-    "LISTEN_KEEPALIVE_INTERVAL": 15,
+    # Seconds between checks of the credential a GET or listen stream was opened with (a bearer
+    # token, through AUTHENTICATION_CLASSES): once it is refused (revoked), the stream ends, and so
+    # it does at the credential's expiry. None: no checks; streams end at their token's expiry.
+    "STREAM_CREDENTIAL_CHECK_INTERVAL": 60,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

@@ -322,6 +322,7 @@ HTTP_SETTINGS = {
     "MAX_LISTEN_SUBSCRIPTIONS": ("max_listen_subscriptions", 9),
     "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": ("max_listen_subscriptions_per_principal", 4),
     "LISTEN_KEEPALIVE_INTERVAL": ("listen_keepalive_interval", 2.5),
+    "STREAM_CREDENTIAL_CHECK_INTERVAL": ("stream_credential_check_interval", 7),
 }
 # Settings of the event store: (attribute of transport.events, value).
 EVENT_STORE_SETTINGS = {

@@ -22,6 +22,7 @@ from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY, SUBSCRIPTION
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
 from .. import ports
+from .credential_watch import ending_when_credential_lapses, refuse_if_expired
 from .errors import HTTPError
 from .event_store import request_key
 from .limits import principal_of, too_many
@@ -147,6 +148,7 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     """
     transport = consumer.transport
     request_id = message["id"]
+    refuse_if_expired(transport, request, request_id)
     try:
         requested = parse_requested(message.get("params"), transport.options.max_subscriptions_per_session)
     except MCPError as error:
@@ -182,7 +184,10 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     async with _principal_place(transport, request, request_id):
         registry.streams[key] = subscription
         try:
-            await consumer.while_connected(subscription.run(), subscription.disconnected)
+            # Its credential lapsing ends it with its response, as a closing server does: the
+            # client opens it again once it has authenticated again.
+            async with ending_when_credential_lapses(transport, request, subscription.end):
+                await consumer.while_connected(subscription.run(), subscription.disconnected)
         finally:
             if registry.streams.get(key) is subscription:
                 del registry.streams[key]

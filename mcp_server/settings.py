@@ -71,6 +71,12 @@ DEFAULTS: dict[str, Any] = {
     # API); then the cleanup (manage.py mcp_clean_tasks, the Celery beat entry) deletes it. None:
     # kept forever. Tasks follow TASK_TTL_MS instead.
     "BACKGROUND_CALL_RETENTION": 24 * 3600,
+    # Seconds one run of a background call may take (None: no bound). Past it the call is
+    # cancelled as by a client's cancel (the tool stops at its next cancelled() check) and ends
+    # with a JSON-RPC error (-32603); a tool that never checks runs on until it returns, and its
+    # result is kept. Celery's own time limits (CELERY_TASK_TIME_LIMIT) bound those, by killing
+    # the worker process.
+    "BACKGROUND_CALL_TIME_LIMIT": None,
     # The Tasks extension (SEP-2663): milliseconds a task stays readable after it was created
     # (its ttlMs; later, tasks/get answers "expired" and cleanup deletes it; None: forever), and
     # the pollIntervalMs the server suggests to clients that poll tasks/get.

@@ -229,3 +229,37 @@ def test_finished_calls_are_deleted_after_their_retention_by_the_beat_task(deplo
         wait_until(lambda: not ToolCall.objects.filter(id=old.id).exists(),
                    what="the finished call past its retention to be deleted")
     assert ToolCall.objects.filter(id=recent.id).exists()
+
+
+# A deployment's bound on how long a call runs --------------------------------------------------
+TIME_LIMIT = 2
+TIMED = {**SETTINGS, "BACKGROUND_CALL_TIME_LIMIT": TIME_LIMIT}
+WAIT = PATIENCE / 2
+# Apart from the module's deployment, which runs meanwhile.
+TIMED_REDIS_DB, TIMED_BROKER_DB = 9, 10
+
+
+def test_a_call_past_the_time_limit_is_stopped_and_ends_with_an_error(gate):
+    """A call that would wait at its gate for half a minute is stopped at the deployment's limit,
+    on the worker, whichever way its client holds it: a task fails, a stream gets the error."""
+    with processes_and_worker(redis_db=TIMED_REDIS_DB, broker_db=TIMED_BROKER_DB, mcp_settings=TIMED) \
+            as ((a, b), _worker):
+        try:
+            # Each would wait at its gate (which stays shut) for half a minute; the limit is 2 s.
+            task_id = start(a.url, gate=str(gate), limit=WAIT)
+            client = new_session(b.url)
+            exchange = client.request("tools/call", {"name": "background_job", "arguments": {
+                "steps": 1, "gate": str(gate), "limit": WAIT}}, url=b.url)
+            error = exchange.response["error"]
+            assert error["code"] == -32603 and "BACKGROUND_CALL_TIME_LIMIT" in error["message"], error
+            failed = wait_until(lambda: (lambda t: t if t["status"] != "working" else None)(
+                answer(modern_call(b.url, "tasks/get", taskId=task_id))["result"]), what="the task to end")
+            assert failed["status"] == "failed", failed
+            assert failed["error"]["code"] == -32603, failed
+            assert f"{TIME_LIMIT} s" in failed["error"]["message"], failed
+            assert set(ToolCall.objects.values_list("state", flat=True)) == {State.FAILED}
+            assert not gate.exists()  # stopped by the limit, not by the gate
+        finally:
+            gate.touch()  # what still runs ends before its worker is stopped
+            wait_until(lambda: not ToolCall.objects.filter(state__in=IN_FLIGHT).exists(),
+                       what="the calls to end")

@@ -573,20 +573,23 @@ def test_the_task_settings_are_the_hints_of_every_task_and_bad_values_are_refuse
 # --- The fair share of background calls: in flight per principal, stored bytes, retention ------
 
 BACKGROUND_SHARE_SETTINGS = ("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", "MAX_BACKGROUND_CALL_BYTES",
-                             "BACKGROUND_CALL_RETENTION")
+                             "BACKGROUND_CALL_RETENTION", "BACKGROUND_CALL_TIME_LIMIT")
 
 
 def test_the_background_share_settings_are_read_and_bad_values_are_refused():
     from mcp_protocol.errors import InvalidParamsError
     from mcp_server import Tool
-    from mcp_server.background import admission, cleanup
+    from mcp_server.background import admission, cleanup, execute
 
     class Note(Tool):
         input_schema = {"properties": {"text": {"type": "string"}}}
 
-    with override_settings(MCP_SERVER=demo_with(MAX_BACKGROUND_CALLS_PER_PRINCIPAL=2,
-                                                BACKGROUND_CALL_RETENTION=60, MAX_BACKGROUND_CALL_BYTES=40)):
-        assert (admission.calls_per_principal(), cleanup.retention()) == (2, 60)
+    def read() -> tuple:
+        return admission.calls_per_principal(), cleanup.retention(), execute.time_limit()
+
+    set_to = dict(zip(BACKGROUND_SHARE_SETTINGS, (2, 40, 60, 1.5), strict=True))
+    with override_settings(MCP_SERVER=demo_with(**set_to)):
+        assert read() == (2, 60, 1.5)
         kept = admission.stored_parts(Note(), {"text": "short", "extra": 1},
                                       {"name": "note", "arguments": {}})
         assert kept == ({"text": "short"}, {"name": "note"})
@@ -594,16 +597,17 @@ def test_the_background_share_settings_are_read_and_bad_values_are_refused():
             admission.stored_parts(Note(), {"text": "x" * 40}, {"name": "note"})
     unlimited = dict.fromkeys(BACKGROUND_SHARE_SETTINGS)
     with override_settings(MCP_SERVER=demo_with(**unlimited)):
-        assert (admission.calls_per_principal(), cleanup.retention()) == (None, None)
+        assert read() == (None, None, None)
         assert admission.stored_parts(Note(), {"text": "x" * 10_000}, {})[0] == {"text": "x" * 10_000}
     for name, bad in (("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", 0), ("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", 2.5),
                       ("MAX_BACKGROUND_CALL_BYTES", True), ("BACKGROUND_CALL_RETENTION", -1),
-                      ("BACKGROUND_CALL_RETENTION", "1d")):
+                      ("BACKGROUND_CALL_RETENTION", "1d"), ("BACKGROUND_CALL_TIME_LIMIT", 0)):
         with override_settings(MCP_SERVER=demo_with(**{name: bad})), \
                 pytest.raises(ImproperlyConfigured, match=name):
             admission.calls_per_principal()
             admission.stored_parts(Note(), {}, {})
             cleanup.retention()
+            execute.time_limit()
 
 
 # --- BACKGROUND_CALLS: where background tools run, and the checks of what Celery needs -----------

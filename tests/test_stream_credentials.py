@@ -189,7 +189,7 @@ def test_streams_end_when_their_token_expires_with_no_re_check(django_db_blocker
 # What a check says, on its own ----------------------------------------------------------------
 class Checks:
     """A resource server whose every check gives the next of ``answers`` (a principal, or an
-    HTTPError to raise); it counts the checks made."""
+    exception to raise); it counts the checks made."""
 
     def __init__(self, *answers: object):
         self.answers = list(answers)
@@ -198,7 +198,7 @@ class Checks:
     async def authenticate(self, request: object) -> object:
         self.made += 1
         answer = self.answers[min(self.made, len(self.answers)) - 1]
-        if isinstance(answer, HTTPError):
+        if isinstance(answer, Exception):
             raise answer
         return answer
 
@@ -232,3 +232,11 @@ def test_nothing_is_watched_without_a_resource_server_or_anything_to_watch():
     options = SimpleNamespace(stream_credential_check_interval=1)
     transport = SimpleNamespace(resource_server=None, options=options)
     assert not CredentialWatch(transport, SimpleNamespace(principal=HOLDER)).watches
+
+
+async def test_a_check_that_fails_keeps_the_stream_and_the_next_one_ends_it():
+    from django.db import OperationalError
+
+    checks = Checks(OperationalError("the database went away"), HTTPError(401, "Unauthorized"))
+    lapsed = await asyncio.wait_for(watch_of(checks, HOLDER).until_lapsed(), PATIENCE)
+    assert (lapsed, checks.made) == ("is no longer accepted", 2)

@@ -12,9 +12,9 @@ token, say) ends, cleanly, so that its client authenticates again and resumes:
   alone). An introspected token's answer is kept up to ``INTROSPECTION["CACHE_SECONDS"]``, which
   adds to that delay; a JWT cannot be revoked before its ``exp``, so it ends there.
 
-A check that cannot be made (the introspection endpoint does not answer: 503) keeps the stream;
-the expiry still ends it. Streams of the Django session cookie alone (no resource server) carry no
-expiry and are not watched.
+A check that cannot be made (the introspection endpoint or the database does not answer) keeps
+the stream until the next one; the expiry still ends it. Streams of the Django session cookie
+alone (no resource server) carry no expiry and are not watched.
 """
 
 from __future__ import annotations
@@ -112,6 +112,10 @@ class CredentialWatch:
         except HTTPError as refused:
             # 503: it cannot be checked now, and the stream goes on (until its expiry at most).
             return refused.status == 503
+        except Exception as exc:  # a store that failed (the database): the same, checked again later
+            logger.warning("%s %s: the credential of a stream could not be checked: %s",
+                           self.request.method, self.request.path, exc)
+            return True
         if principal is None or not _same_holder(principal, self.principal):
             return False
         if principal.expires_at is not None:

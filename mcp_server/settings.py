@@ -62,6 +62,25 @@ DEFAULTS: dict[str, Any] = {
     # Times a background call of an idempotent tool (annotated idempotent_hint=True) runs again
     # when its worker dies mid-call (0: never; other tools never run twice).
     "BACKGROUND_RETRIES": 1,
+    # Fair share of background calls: calls one principal (the Django user, else the token's client
+    # and subject, else the client address) may have queued or running at once, tasks included,
+    # counted over every process (None: no limit). One more is refused: over HTTP with 429 and
+    # Retry-After before anything runs, elsewhere with a JSON-RPC error (-32600).
+    "MAX_BACKGROUND_CALLS_PER_PRINCIPAL": 10,
+    # Bytes a background call's stored record may take: its arguments (those the tool's input
+    # schema declares; others are dropped) and the request's other params, as compact JSON. A
+    # larger call is refused with -32602 before anything is stored.
+    "MAX_BACKGROUND_CALL_BYTES": 1024 * 1024,
+    # Seconds a finished background call that is not a task stays in the database (admin, the
+    # API); then the cleanup (manage.py mcp_clean_tasks, the Celery beat entry) deletes it. None:
+    # kept forever. Tasks follow TASK_TTL_MS instead.
+    "BACKGROUND_CALL_RETENTION": 24 * 3600,
+    # Seconds one run of a background call may take (None: no bound). Past it the call is
+    # cancelled as by a client's cancel (the tool stops at its next cancelled() check) and ends
+    # with a JSON-RPC error (-32603); a tool that never checks runs on until it returns, and its
+    # result is kept. Celery's own time limits (CELERY_TASK_TIME_LIMIT) bound those, by killing
+    # the worker process.
+    "BACKGROUND_CALL_TIME_LIMIT": None,
     # The Tasks extension (SEP-2663): milliseconds a task stays readable after it was created
     # (its ttlMs; later, tasks/get answers "expired" and cleanup deletes it; None: forever), and
     # the pollIntervalMs the server suggests to clients that poll tasks/get.
@@ -122,6 +141,13 @@ DEFAULTS: dict[str, Any] = {
     # more gets HTTP 503. Seconds between keepalive comments on them (None: none).
     "MAX_LISTEN_SUBSCRIPTIONS": 1000,
     "LISTEN_KEEPALIVE_INTERVAL": 15,
+    # subscriptions/listen streams one principal (as MAX_SESSIONS_PER_PRINCIPAL counts them) may
+    # have open at once, over every process (None: unlimited); one more gets HTTP 429.
+    "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": 10,
+    # Seconds between checks of the credential a GET or listen stream was opened with (a bearer
+    # token, through AUTHENTICATION_CLASSES): once it is refused (revoked), the stream ends, and so
+    # it does at the credential's expiry. None: no checks; streams end at their token's expiry.
+    "STREAM_CREDENTIAL_CHECK_INTERVAL": 60,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,

@@ -125,7 +125,8 @@ def test_tasks_cancel_on_the_other_process_stops_the_tool_in_the_worker(deployme
 
     assert ask(b.url, "tasks/cancel", taskId=created["taskId"])["result"] == {"resultType": "complete"}
     # The worker's tool saw the cancel (it wrote the marker) while its gate stayed shut.
-    wait_until(marker.exists, what="the worker's tool to see the cancel")
+    # (Its content, not only the file: the tool creates it, then writes it.)
+    wait_until(lambda: marker.exists() and marker.read_text(), what="the worker's tool to see the cancel")
     assert marker.read_text() == str(worker.process.pid)
     assert until_status(a.url, created["taskId"], "cancelled", "completed", "failed")["status"] == "cancelled"
     # A finished task is acked as it is.

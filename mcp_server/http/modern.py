@@ -40,7 +40,9 @@ from ..outgoing import DeliveryError
 from ..registry.guard import registry_seen_by
 from ..session import ServerSession
 from . import encoding
+from .background_share import check_background_share
 from .errors import HTTPError
+from .limits import fair_share_headers, principal_of
 from .modern_headers import HeaderMismatchError, check_modern_headers
 from .outbound import DroppingOutbound
 from .request import Request
@@ -146,6 +148,10 @@ def _envelope(request: Request, tools: Any, incoming: jsonrpc.Incoming, header_v
 
 
 async def _reply(consumer: StreamableHTTPConsumer, response: dict) -> None:
+    retry_after = fair_share_headers(response)
+    if retry_after is not None:
+        await consumer.reply_json(429, response, retry_after)  # the fair-share answer (limits.py)
+        return
     await consumer.reply_json(status_for(response), response)
 
 
@@ -157,12 +163,15 @@ def accepts_event_stream(request: Request) -> bool:
 async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming,
                  envelope: Any) -> None:
     transport = consumer.transport
+    principal_key = principal_of(request)
+    await check_background_share(transport, request, incoming, principal_key)
     # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
     stream = ResponseStream(consumer, incoming.id, transport.options.max_sse_buffer_bytes,
                             streams=accepts_event_stream(request),
                             stall_timeout=transport.options.sse_stall_timeout)
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
     session.act_for(consumer.principal)
+    session.principal_key = principal_key
 
     def disconnected() -> None:
         # Closing the response is this revision's cancellation (no notifications/cancelled).

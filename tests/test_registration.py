@@ -548,7 +548,9 @@ def test_every_setting_is_covered_here():
                *BACKGROUND_SHARE_SETTINGS,
                *AUTHENTICATION_SETTINGS,
                # Its keys: tests/test_authorization_server*.py.
-               "AUTHORIZATION_SERVER"}
+               "AUTHORIZATION_SERVER",
+               # tests/test_registry_coalescing.py.
+               "LIST_CHANGED_MIN_INTERVAL"}
     assert covered == set(DEFAULTS)
 
 

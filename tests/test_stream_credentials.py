@@ -38,7 +38,9 @@ REDIS_DB = 12
 RESOURCE = "http://mcp.test/mcp"
 PROTECTED = {
     "AUTHENTICATION_CLASSES": ["mcp_server.authorization_server.authentication.LocalTokenAuthentication"],
-    "AUTHENTICATION_REQUIRED": True, "AUTHORIZATION_SERVER": {"RESOURCE": RESOURCE},
+    "AUTHENTICATION_REQUIRED": True,
+    # The tests' clients register themselves for tokens with no user, which a server opts into.
+    "AUTHORIZATION_SERVER": {"RESOURCE": RESOURCE, "DYNAMIC_CLIENT_CREDENTIALS": True},
     "LISTEN_KEEPALIVE_INTERVAL": None,
 }
 LIST_CHANGED = "notifications/tools/list_changed"

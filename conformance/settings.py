@@ -32,7 +32,7 @@ ASGI_APPLICATION = "conformance.asgi.application"
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{os.environ.get('CONFORMANCE_SQLITE') or VAR / 'db.sqlite3'}",
-        conn_max_age=60,
+        conn_max_age=0,  # as the demo project: no connection kept per thread under ASGI
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -74,6 +74,9 @@ MCP_SERVER = {
     # The suite runs scenarios one after another, each with a new session.
     "MAX_SESSIONS": None,
     "MAX_SESSIONS_PER_PRINCIPAL": None,  # every scenario connects from 127.0.0.1
+    # Likewise their tasks (a scenario may leave one waiting for input) and listen streams.
+    "MAX_BACKGROUND_CALLS_PER_PRINCIPAL": None,
+    "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": None,
     "SERVER_TO_CLIENT_REQUEST_TIMEOUT": 60,
     # Seals input_required request states; every process of the two-process run shares it. A
     # fixed key is right for the conformance run only: a deployment keeps its keys secret.

@@ -13,7 +13,7 @@ from itertools import accumulate, cycle
 from operator import mul
 from typing import Any
 
-from .errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, MCPError
+from .errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, MCPError
 
 JSONRPC_VERSION = "2.0"
 MAX_JSON_DEPTH = 64
@@ -289,3 +289,14 @@ def encode(message: Any) -> str:
         except UnicodeEncodeError:
             text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def in_place_of_unencodable(message: Any) -> dict | None:
+    """The answer to send instead of a response :func:`encode` refuses (a result holding NaN or an
+    infinity, or an object JSON has no form for): -32603 for the same request, its id kept, so the
+    request is answered rather than lost. None when ``message`` is no response: a request or
+    notification that cannot be encoded is not sent."""
+    if not isinstance(message, dict) or "method" in message or "id" not in message:
+        return None
+    request_id = message["id"]
+    return error_response(request_id if is_valid_id(request_id) else None, INTERNAL_ERROR, "Internal error")

@@ -69,6 +69,31 @@ def check_authentication(app_configs: Any = None, **kwargs: Any) -> list[checks.
     return []
 
 
+@checks.register(checks.Tags.security)
+def check_jwt_issuer(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn when ``JWTAuthentication`` checks no issuer: a JWT is then accepted whoever issued it,
+    as long as a key of the JWKS signed it (a JWKS several issuers or tenants share, say)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .auth.jwt_tokens import JWTAuthentication
+    from .auth.resource_server import ResourceServer
+
+    try:
+        resource_server = ResourceServer.from_settings()
+    except (ImproperlyConfigured, ValueError):
+        return []  # mcp_server.E030 says what is wrong
+    authenticators = resource_server.authenticators if resource_server is not None else []
+    if not any(isinstance(a, JWTAuthentication) and not a.issuer for a in authenticators):
+        return []
+    return [checks.Warning(
+        "JWTAuthentication accepts a token of any issuer: MCP_SERVER['RESOURCE_SERVER']['JWT']['ISSUER'] "
+        "is None, so the 'iss' claim is not checked.",
+        hint="Set MCP_SERVER['RESOURCE_SERVER']['JWT']['ISSUER'] to the issuer of the authorization "
+             "server whose JWKS is JWKS_URL (its RFC 8414 'issuer').",
+        id="mcp_server.W030",
+    )]
+
+
 @checks.register()
 def check_background_calls(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Background calls on Celery need what lets a worker reach the web processes."""
@@ -100,3 +125,13 @@ def check_background_calls(app_configs: Any = None, **kwargs: Any) -> list[check
             id="mcp_server.E022",
         ))
     return errors
+
+
+@checks.register()
+def check_list_changed_interval(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A wrong interval would fail the first registry change made in admin, not start-up."""
+    interval = mcp_settings.LIST_CHANGED_MIN_INTERVAL
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not 0 <= interval < 1e9:
+        return [checks.Error(f"MCP_SERVER['LIST_CHANGED_MIN_INTERVAL'] must be a number of seconds, 0 or "
+                             f"more, not {interval!r}", id="mcp_server.E040")]
+    return []

@@ -21,7 +21,7 @@ from .client_capabilities import (
     revision_has,
 )
 from .deprecations import deprecated_feature
-from .elicitation import check_form_answer, check_requested_schema
+from .elicitation import check_action, check_form_answer, check_requested_schema
 from .errors import ValidationError
 from .input_required import InputRequiredResult
 from .outgoing import DeliveryError
@@ -230,7 +230,10 @@ class ServerContext(Mapping):
         """``elicitation/create`` in URL mode: the user completes it out of band (SEP-1036)."""
         self._require(methods.ELICITATION_CREATE, "elicitation.url")
         params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}
-        return self._request(methods.ELICITATION_CREATE, params, timeout)
+        return self._io(self._url_elicitation(params, timeout))
+
+    async def _url_elicitation(self, params: dict, timeout: float | None) -> Any:
+        return check_action(await self._ask(methods.ELICITATION_CREATE, params, timeout))
 
     def ping(self, timeout: float | None = None) -> Any:
         """``ping`` the client; returns ``{}``."""

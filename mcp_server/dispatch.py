@@ -81,7 +81,7 @@ def encode_answer(server: Server, answer: Any, payload: Any,
                 server.report_exception(exc, {"request": by_id.get(request_id)})
             else:
                 failures.append((exc, {"request": by_id.get(request_id)}))
-            response = jsonrpc.error_response(request_id, INTERNAL_ERROR, "Internal error")
+            response = jsonrpc.in_place_of_unencodable(response)
         fixed.append(response)
     return jsonrpc.encode(fixed if isinstance(answer, list) else fixed[0])
 

@@ -183,19 +183,42 @@ class ElicitationContentError(InvalidParamsError):
     by field; ``content`` is what the client sent.
     """
 
-    def __init__(self, errors: list[str], content: Any):
+    def __init__(self, errors: list[str], content: Any,
+                 what: str = "the accepted content does not match the requested schema"):
         self.errors = errors
         self.content = content
-        super().__init__("Invalid elicitation response: the accepted content does not match the "
-                         f"requested schema: {'; '.join(errors)}", data={"errors": errors})
+        super().__init__(f"Invalid elicitation response: {what}: {'; '.join(errors)}",
+                         data={"errors": errors})
+
+
+class ElicitationActionError(ElicitationContentError):
+    """A client answered an elicitation with an ``action`` other than ``accept``, ``decline`` or
+    ``cancel`` (or with no answer object at all): raised to the tool like invalid content."""
+
+    def __init__(self, result: Any):
+        error = (f"action: {result.get('action')!r} is not one of {list(ACTIONS)}" if isinstance(result, dict)
+                 else f"an object is needed, not {type(result).__name__}")
+        super().__init__([error], result, what="not an answer a user can give")
+
+
+# The three answers a user can give an elicitation (ElicitResult.action).
+ACTIONS = ("accept", "decline", "cancel")
+
+
+def check_action(result: Any) -> Any:
+    """``result`` (the client's ``elicitation/create`` answer, either mode) once its ``action`` is
+    one of :data:`ACTIONS`."""
+    if not isinstance(result, dict) or result.get("action") not in ACTIONS:
+        raise ElicitationActionError(result)
+    return result
 
 
 def check_form_answer(result: Any, requested_schema: dict) -> Any:
-    """``result`` (the client's ``elicitation/create`` answer) once an ``accept`` is known to carry
-    content matching ``requested_schema``: required fields present, types, enums, bounds. Fields
-    the form did not ask for are left out (some clients send more than they were asked); formats
-    (email, date...) are not checked."""
-    if not isinstance(result, dict) or result.get("action") != "accept":
+    """``result`` (the client's ``elicitation/create`` answer) once its action is valid and an
+    ``accept`` is known to carry content matching ``requested_schema``: required fields present,
+    types, enums, bounds. Fields the form did not ask for are left out (some clients send more
+    than they were asked); formats (email, date...) are not checked."""
+    if check_action(result)["action"] != "accept":
         return result
     content = result.get("content", {})
     if isinstance(content, dict):

@@ -7,6 +7,7 @@ from typing import Any
 from mcp_protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     InvalidParamsError,
     MCPError,
     MethodNotFoundError,
@@ -83,6 +84,19 @@ class SchemaValidationError(ValueError):
 
 def invalid_params(message: str, data: Any = None) -> MCPError:
     return MCPError(message, code=INVALID_PARAMS, data=data)
+
+
+class TooManyBackgroundCalls(MCPError):
+    """A principal has its share of background calls in flight (``MAX_BACKGROUND_CALLS_PER_PRINCIPAL``):
+    -32600 with ``data.retryAfter``, the body of the HTTP endpoint's 429 (which sends it before
+    anything runs) and the error of a call refused anywhere else."""
+
+    def __init__(self, limit: int, retry_after: int):
+        self.limit = limit
+        self.retry_after = retry_after
+        super().__init__(f"Too Many Requests: {limit} background calls of this client are queued or "
+                         "running, the most allowed; wait for one to end, or cancel one",
+                         code=INVALID_REQUEST, data={"retryAfter": retry_after})
 
 
 class AnsweredElsewhere(Exception):

@@ -29,7 +29,7 @@ from mcp_protocol.errors import (
 )
 
 from .client_capabilities import client_declares, require_client_capability
-from .elicitation import check_form_answer, check_requested_schema
+from .elicitation import ACTIONS, check_action, check_form_answer, check_requested_schema
 from .errors import ClientCapabilityError
 from .input_required import InputRequiredResult, capabilities_object, required_capability
 from .request_state import InvalidRequestStateError, RequestStateKeysMissing
@@ -55,12 +55,7 @@ def receive(ctx: ServerContext) -> None:
     """Read the retry's ``inputResponses`` and ``requestState`` (params-level, not ``_meta``)."""
     params = ctx.params if isinstance(ctx.params, dict) else {}
     if "inputResponses" in params:
-        responses = params["inputResponses"]
-        if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
-            raise InvalidParamsError(
-                "Invalid params: inputResponses must be an object mapping each key to a result object"
-            )
-        ctx.input_responses = responses
+        ctx.input_responses = checked_input_responses(params["inputResponses"])
     if "requestState" in params:
         # Only states this server sealed are accepted, whatever the era: a state the client made
         # up (or any state, when no key is configured) is refused, never handed over as given.
@@ -68,6 +63,21 @@ def receive(ctx: ServerContext) -> None:
         if security is None:
             raise InvalidRequestStateError()
         ctx.request_state = security.open(params["requestState"], **binding(ctx))
+
+
+def checked_input_responses(responses: Any) -> dict[str, dict]:
+    """A client's ``inputResponses`` (a retry's, or ``tasks/update``'s), refused with -32602 unless
+    it maps each key to a result object, and each elicitation result to an answer a user can give."""
+    if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
+        raise InvalidParamsError(
+            "Invalid params: inputResponses must be an object mapping each key to a result object"
+        )
+    for key, response in responses.items():
+        # Only an elicitation's result has an action.
+        if "action" in response and response["action"] not in ACTIONS:
+            raise InvalidParamsError(f"Invalid params: inputResponses[{key!r}].action must be one of "
+                                     f"{list(ACTIONS)}, not {response['action']!r}")
+    return responses
 
 
 async def run_rounds(ctx: ServerContext, invoke: Callable[[], Awaitable[Any]]) -> Any:
@@ -175,4 +185,6 @@ async def _ask(ctx: ServerContext, entry: dict) -> Any:
     answer = await ctx.session.request(
         method, params or None, related_request_id=ctx.request_id, cancellation=ctx.cancellation,
     )
-    return check_form_answer(answer, schema) if schema is not None else answer
+    if method != methods.ELICITATION_CREATE:
+        return answer
+    return check_form_answer(answer, schema) if schema is not None else check_action(answer)

@@ -68,6 +68,12 @@ class BackgroundCalls(Protocol):
         """Whether the request was a background call that ended cancelled (it has no response)."""
         ...
 
+    async def check_share(self, principal_key: str) -> None:
+        """Raise :class:`~mcp_server.errors.TooManyBackgroundCalls` when ``principal_key`` has
+        its share of background calls in flight: the HTTP endpoint's answer (429) before anything
+        runs. A count, not a reservation: the call is admitted again when its record is made."""
+        ...
+
 
 class ListenTaskFilter(Protocol):
     """The ``taskIds`` of a ``subscriptions/listen`` filter, as the Tasks extension honours them."""

@@ -36,6 +36,10 @@ class ServerSession:
     # Who sent the request being served (mcp_server.auth.Principal: user, scopes, client id), on
     # an authenticated transport; None otherwise (stdio, anonymous HTTP).
     principal: Any = None
+    # Whom fair-share limits count this session's requests against, as its transport knows it
+    # ("user:<pk>", "token:<hash>", "address:<ip>": see mcp_server.http.limits.principal_of);
+    # None where the transport knows none (stdio, in process).
+    principal_key: str | None = None
 
     def act_for(self, principal: Any) -> None:
         """Serve requests of ``principal``: its user's restrictions apply (``user_id``)."""

@@ -52,12 +52,35 @@ DEFAULTS: dict[str, Any] = {
     # The default server's registry as administrators shape it in admin (switches, overrides,
     # restrictions, prompts and resources defined there), read from the database.
     "REGISTRY_IN_DATABASE": True,
+    # Seconds between two list_changed notifications of one list that changes made in admin or the
+    # API send from one process: the changes within it are announced once, when it ends (0: each
+    # change at once). Thirty saves in a loop are then two notifications for every session.
+    "LIST_CHANGED_MIN_INTERVAL": 1,
     # Where tools marked background=True run: "auto" (Celery workers when the project sets
     # CELERY_BROKER_URL, else the web process), "celery" or "local".
     "BACKGROUND_CALLS": "auto",
     # Times a background call of an idempotent tool (annotated idempotent_hint=True) runs again
     # when its worker dies mid-call (0: never; other tools never run twice).
     "BACKGROUND_RETRIES": 1,
+    # Fair share of background calls: calls one principal (the Django user, else the token's client
+    # and subject, else the client address) may have queued or running at once, tasks included,
+    # counted over every process (None: no limit). One more is refused: over HTTP with 429 and
+    # Retry-After before anything runs, elsewhere with a JSON-RPC error (-32600).
+    "MAX_BACKGROUND_CALLS_PER_PRINCIPAL": 10,
+    # Bytes a background call's stored record may take: its arguments (those the tool's input
+    # schema declares; others are dropped) and the request's other params, as compact JSON. A
+    # larger call is refused with -32602 before anything is stored.
+    "MAX_BACKGROUND_CALL_BYTES": 1024 * 1024,
+    # Seconds a finished background call that is not a task stays in the database (admin, the
+    # API); then the cleanup (manage.py mcp_clean_tasks, the Celery beat entry) deletes it. None:
+    # kept forever. Tasks follow TASK_TTL_MS instead.
+    "BACKGROUND_CALL_RETENTION": 24 * 3600,
+    # Seconds one run of a background call may take (None: no bound). Past it the call is
+    # cancelled as by a client's cancel (the tool stops at its next cancelled() check) and ends
+    # with a JSON-RPC error (-32603); a tool that never checks runs on until it returns, and its
+    # result is kept. Celery's own time limits (CELERY_TASK_TIME_LIMIT) bound those, by killing
+    # the worker process.
+    "BACKGROUND_CALL_TIME_LIMIT": None,
     # The Tasks extension (SEP-2663): milliseconds a task stays readable after it was created
     # (its ttlMs; later, tasks/get answers "expired" and cleanup deletes it; None: forever), and
     # the pollIntervalMs the server suggests to clients that poll tasks/get.
@@ -118,6 +141,13 @@ DEFAULTS: dict[str, Any] = {
     # more gets HTTP 503. Seconds between keepalive comments on them (None: none).
     "MAX_LISTEN_SUBSCRIPTIONS": 1000,
     "LISTEN_KEEPALIVE_INTERVAL": 15,
+    # subscriptions/listen streams one principal (as MAX_SESSIONS_PER_PRINCIPAL counts them) may
+    # have open at once, over every process (None: unlimited); one more gets HTTP 429.
+    "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": 10,
+    # Seconds between checks of the credential a GET or listen stream was opened with (a bearer
+    # token, through AUTHENTICATION_CLASSES): once it is refused (revoked), the stream ends, and so
+    # it does at the credential's expiry. None: no checks; streams end at their token's expiry.
+    "STREAM_CREDENTIAL_CHECK_INTERVAL": 60,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only.
     "REDIS_URL": None,
@@ -215,7 +245,9 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     # seconds at most (less when its Cache-Control says so, never less than a minute).
     "CLIENT_ID_METADATA_DOCUMENTS": True,
     "CIMD_CACHE_TIMEOUT": 3600,
-    # The fetch: seconds it may take, bytes the document may have.
+    # The fetch: seconds the whole of it may take (DNS lookup, connection, every byte of the body),
+    # bytes the document may have. A failed fetch backs off its host for the toolkit's
+    # CIMD_FAILURE_BACKOFF_SECONDS (OAUTH2_PROVIDER, 60), whatever URL of it a client names.
     "CIMD_FETCH_TIMEOUT": 5,
     "CIMD_MAX_DOCUMENT_BYTES": 5 * 1024,
     # Let a document's host resolve to a loopback address: for tests and development only (the
@@ -228,6 +260,29 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     "ABANDONED_CLIENT_AGE": 7 * 24 * 3600,
     # Where the consent page sends a visitor who is not logged in; None: Django's LOGIN_URL.
     "LOGIN_URL": None,
+    # Let dynamically registered clients use client_credentials, whose tokens have no user behind
+    # them: with open registration, anyone could then get a token of their own. False: such a
+    # registration is refused (400 invalid_client_metadata), and so is the grant (400
+    # unauthorized_client) for a client registered while it was allowed. Clients an administrator
+    # creates are not concerned.
+    "DYNAMIC_CLIENT_CREDENTIALS": False,
+    # Limits, each "number/period" as DRF's throttle rates are written ("20/hour"; s, m, h, d),
+    # counted in fixed periods in Django's cache, which every process must share (Redis) for the
+    # limit to hold across them; None lifts one. Past a limit the request gets 429 and Retry-After.
+    # Registrations (POST /oauth/register/) from one client address.
+    "REGISTRATION_RATE": "20/hour",
+    # Wrong passwords on the login page (this app's LoginView) per account and client address;
+    # past it even the right password is refused until the period ends.
+    "LOGIN_FAILURE_RATE": "10/hour",
+    # Failed client authentications (a wrong client secret) at the token and revocation endpoints
+    # per client id and client address; past it even the right secret is refused.
+    "CLIENT_SECRET_FAILURE_RATE": "10/hour",
+    # What one registration may hold (RFC 7591 and 7592 requests; metadata documents too): redirect
+    # URIs, in number and in characters each (400 invalid_redirect_uri past either), and the bytes
+    # of the request body (400 invalid_client_metadata past it, before it is decoded).
+    "MAX_REDIRECT_URIS": 10,
+    "MAX_REDIRECT_URI_LENGTH": 2000,
+    "MAX_REGISTRATION_BYTES": 64 * 1024,
 }
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from .settings import mcp_settings
 
 logger = logging.getLogger("mcp_server.registry")
 
@@ -98,4 +101,46 @@ def publish(server_name: str, lists: set[str]) -> None:
     except Exception as exc:  # the change marker still gets it there within a second
         logger.warning("telling the processes of a registry change failed: %s", exc)
     for name in sorted(lists):
-        getattr(server, f"notify_{name}_list_changed")()
+        _list_changes.announce(server, name)
+
+
+class ListChanges:
+    """At most one ``list_changed`` per list every ``MCP_SERVER["LIST_CHANGED_MIN_INTERVAL"]``
+    seconds from this process: a change of a quiet list is announced at once, and the changes
+    that follow within the interval once, when it ends. Thirty saves in a loop are then two
+    notifications for every session, not thirty; none is lost, as the last one always follows
+    the last change."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_sent: dict[tuple[str, str], float] = {}
+        self._pending: dict[tuple[str, str], threading.Timer] = {}
+
+    def announce(self, server: Any, name: str) -> None:
+        interval = mcp_settings.LIST_CHANGED_MIN_INTERVAL or 0
+        key = (server.name, name)
+        with self._lock:
+            if key in self._pending:
+                return  # the one at the end of the interval announces this change too
+            waited = time.monotonic() - self._last_sent.get(key, float("-inf"))
+            if waited < interval:
+                timer = self._pending[key] = threading.Timer(interval - waited, self._send_pending,
+                                                             (server, name))
+                timer.daemon = True
+                timer.start()
+                return
+            self._last_sent[key] = time.monotonic()
+        _notify(server, name)
+
+    def _send_pending(self, server: Any, name: str) -> None:
+        with self._lock:
+            self._pending.pop((server.name, name), None)
+            self._last_sent[(server.name, name)] = time.monotonic()
+        _notify(server, name)
+
+
+def _notify(server: Any, name: str) -> None:
+    getattr(server, f"notify_{name}_list_changed")()
+
+
+_list_changes = ListChanges()

@@ -1,12 +1,13 @@
 """The Celery tasks of the MCP server (Celery's ``app.autodiscover_tasks()`` finds this module by
-its name): background tool calls, and the deletion of expired Tasks-extension tasks."""
+its name): background tool calls, and the deletion of expired Tasks-extension tasks and of
+finished background calls past their retention."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from .background.runner import TASK_NAME
-from .extensions.tasks.cleanup import CLEAN_TASKS_TASK, clean_expired_tasks
+from .extensions.tasks.cleanup import CLEAN_TASKS_TASK, clean
 
 
 # acks_late=False: acknowledged when a worker takes it, so a worker that dies does not get it run
@@ -23,7 +24,7 @@ def run_tool_call(call_id: str) -> str:
 
 @shared_task(name=CLEAN_TASKS_TASK, ignore_result=True)
 def clean_tasks() -> str:
-    """Delete finished Tasks-extension tasks older than ``MCP_SERVER["TASK_TTL_MS"]`` (the beat
-    entry ``mcp_server.extensions.tasks.cleanup.CLEAN_TASKS_SCHEDULE`` runs it)."""
-    deleted = clean_expired_tasks()
-    return "tasks never expire" if deleted is None else f"deleted {deleted} expired task(s)"
+    """Delete finished Tasks-extension tasks older than ``MCP_SERVER["TASK_TTL_MS"]``, and other
+    background calls finished longer than ``BACKGROUND_CALL_RETENTION`` ago (the beat entry
+    ``mcp_server.extensions.tasks.cleanup.CLEAN_TASKS_SCHEDULE`` runs it)."""
+    return clean().summary()

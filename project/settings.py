@@ -80,9 +80,13 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.config(
-        default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60,
-        # A kept connection that the server ended (a restart, a failover, pg_terminate_backend)
-        # is found dead and replaced before a request uses it, instead of failing that request.
+        # No persistent connections (Django's advice under ASGI): sync code runs on threads that
+        # come and go, and a connection kept per thread would stay open, idle, until the server
+        # refused every process. Each is closed once its request or worker-thread call ends, so a
+        # process holds only the connections in use (README, "Deploying").
+        default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0,
+        # A connection that the server ended (a restart, a failover, pg_terminate_backend) is
+        # found dead and replaced before a request uses it, instead of failing that request.
         conn_health_checks=True,
     )
 }

@@ -1,6 +1,7 @@
 from django.contrib import admin
-from django.contrib.auth.views import LoginView
 from django.urls import include, path
+
+from mcp_server.authorization_server.login import LoginView
 
 urlpatterns = [
     # Before admin's own URLs: admin answers anything under admin/ it does not know with a 404.
@@ -12,6 +13,7 @@ urlpatterns = [
     # metadata at /.well-known/oauth-authorization-server, its endpoints under /oauth/. The MCP
     # endpoint asks for a token only when MCP_SERVER["AUTHENTICATION_CLASSES"] says so.
     path("", include("mcp_server.authorization_server.urls")),
-    # The login page the consent page sends a visitor to.
+    # The login page the consent page sends a visitor to, with wrong passwords counted per account
+    # and address (MCP_SERVER["AUTHORIZATION_SERVER"]["LOGIN_FAILURE_RATE"]).
     path("accounts/login/", LoginView.as_view(template_name="registration/login.html"), name="login"),
 ]

@@ -77,6 +77,12 @@ class HooksServer(Server):
                                "protocol_version": server_context.protocol_version})
 
         @server.tool
+        async def progress_then_product(value: float, factor: float, server_context: ServerContext) -> dict:
+            """Report progress once, then return ``value * factor`` (which may overflow to infinity)."""
+            await server_context.report_progress(1, total=1)
+            return {"product": value * factor}
+
+        @server.tool
         def deliveries(key: str) -> str:
             """What ``progress_recorded(key)`` recorded so far, as JSON."""
             return json.dumps(DELIVERIES.get(key))

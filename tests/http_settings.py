@@ -16,9 +16,10 @@ MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": True,
 # Background calls' Celery queue: one of a test's own on a broker other checkouts share.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("MCP_TEST_CELERY_QUEUE") or "celery"
 
-# Named, so that a test can end the processes' database connections and no others.
+# Named, so that a test can end (or count) the processes' database connections and no others.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = "mcp-test-server"
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = (
+        os.environ.get("MCP_TEST_APPLICATION_NAME") or "mcp-test-server")
 
 # The tests hand the server the test database by its real name.
 if os.environ.get("MCP_TEST_SQLITE_NAME"):

@@ -12,6 +12,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from mcp_server.api.permissions import CROSS_SITE
 from mcp_server.models import PrimitiveSetting, Session, StoredPrompt, StoredResource, ToolCall
 from mcp_server.site import get_server, get_transport
 
@@ -436,3 +437,35 @@ def test_a_session_terminated_through_the_api_ends_on_the_server(server):
         assert after.status_code == 404
     finally:
         stream.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cross_site_form_posting_with_cached_basic_credentials_changes_nothing(server):
+    """A browser attaches the Basic credentials it cached for this site to a form another site's
+    page posts here: such a change is refused, while API clients (no Origin) and this site's own
+    pages go on working."""
+    user = user_with("add_storedresource", "change_primitivesetting", "view_primitivesetting")
+    site = server.url.removesuffix("/mcp")
+    credentials = {"Authorization": basic(user)}
+    from_evil = {**credentials, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+    planted = httpx.post(site + API + "resources/", data={"uri": "note://planted", "name": "p", "text": "P"},
+                         headers=from_evil, timeout=PATIENCE)
+    assert planted.status_code == 403 and CROSS_SITE in planted.text
+    assert httpx.post(site + API + "resources/", data={"uri": "note://planted", "name": "p", "text": "P"},
+                      headers={**credentials, "Origin": "null"}, timeout=PATIENCE).status_code == 403
+    disabled = httpx.patch(site + API + "tools/echo/", json={"enabled": False}, timeout=PATIENCE,
+                           headers={**credentials, "Origin": "https://evil.example"})
+    assert disabled.status_code == 403
+    assert not StoredResource.objects.filter(uri="note://planted").exists()
+    assert not PrimitiveSetting.objects.filter(name="echo").exists()
+    # Reading changes nothing (a cross-site page cannot read the answer either), and changes from
+    # this site or from a client that is no browser go through.
+    assert httpx.get(site + API + "tools/", headers=from_evil, timeout=PATIENCE).status_code == 200
+    own = httpx.post(site + API + "resources/", data={"uri": "note://own", "name": "own", "text": "O"},
+                     headers={**credentials, "Origin": site, "Sec-Fetch-Site": "same-origin"},
+                     timeout=PATIENCE)
+    assert own.status_code == 201, own.text
+    scripted = httpx.post(site + API + "resources/", json={"uri": "note://api", "name": "api", "text": "A"},
+                          headers=credentials, timeout=PATIENCE)
+    assert scripted.status_code == 201, scripted.text
+    StoredResource.objects.filter(uri__in=["note://own", "note://api"]).delete()

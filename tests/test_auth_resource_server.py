@@ -16,7 +16,7 @@ from django.test import override_settings
 from mcp_server import Server, ServerContext, site
 from mcp_server.asgi import protected_resource_metadata_app, session_auth
 from mcp_server.auth import ResourceServer
-from mcp_server.checks import check_authentication
+from mcp_server.checks import check_authentication, check_jwt_issuer
 from mcp_server.http import StreamableHTTPTransport
 from mcp_server.invoke import run_in_thread
 
@@ -299,3 +299,29 @@ def test_settings_that_cannot_work_stop_start_up(issuer, change, message):
             ResourceServer.from_settings()
         # manage.py check says so before any request comes.
         assert [error.id for error in check_authentication()] == ["mcp_server.E030"]
+
+
+def test_a_jwt_setup_that_checks_no_issuer_is_warned_about(issuer):
+    """Without ISSUER a JWT is accepted whoever issued it, as long as a key of the JWKS signed it
+    (a JWKS several issuers share, say): `manage.py check` says so."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    options = resource_server_settings(issuer)
+    with override_settings(MCP_SERVER=options):
+        assert check_jwt_issuer() == []
+    jwt = {**options["RESOURCE_SERVER"]["JWT"], "ISSUER": None}
+    without_issuer = {**options, "RESOURCE_SERVER": {**options["RESOURCE_SERVER"], "JWT": jwt}}
+    with override_settings(MCP_SERVER=without_issuer):
+        [warning] = check_jwt_issuer()
+        assert warning.id == "mcp_server.W030" and "any issuer" in warning.msg
+        assert "RESOURCE_SERVER']['JWT']['ISSUER']" in warning.hint
+        out, err = StringIO(), StringIO()
+        call_command("check", stdout=out, stderr=err)
+        assert "mcp_server.W030" in out.getvalue() + err.getvalue()
+    # No JWTAuthentication among the classes: nothing verifies JWTs, nothing to warn about.
+    introspection_only = {**without_issuer,
+                          "AUTHENTICATION_CLASSES": ["mcp_server.auth.IntrospectionAuthentication"]}
+    with override_settings(MCP_SERVER=introspection_only):
+        assert check_jwt_issuer() == []

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.core.management import call_command
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
@@ -35,6 +36,16 @@ from .authorization_support import (
 
 pytestmark = pytest.mark.django_db
 ISSUER = "http://testserver"
+ALLOWING_CLIENT_CREDENTIALS = {"DYNAMIC_CLIENT_CREDENTIALS": True}
+
+
+@pytest.fixture(autouse=True)
+def _no_limit_reached():
+    """Registrations and failed client authentications are counted in Django's cache, per client
+    address (the test client's is always 127.0.0.1): each test starts from none."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture
@@ -111,6 +122,25 @@ def test_a_missing_consent_template_is_a_system_check_error(settings):
     assert [error.id for error in check_consent_template()] == ["mcp_authorization_server.E001"]
 
 
+@pytest.mark.parametrize(("change", "message"), [
+    ({"REGISTRATION_RATE": "20 per hour"}, "REGISTRATION_RATE'] must be None or 'number/period'"),
+    ({"LOGIN_FAILURE_RATE": "0/hour"}, "LOGIN_FAILURE_RATE'] must be None"),
+    ({"CLIENT_SECRET_FAILURE_RATE": 10}, "CLIENT_SECRET_FAILURE_RATE'] must be None"),
+    ({"MAX_REDIRECT_URIS": 0}, "MAX_REDIRECT_URIS'] must be a positive integer"),
+    ({"MAX_REGISTRATION_BYTES": "64k"}, "MAX_REGISTRATION_BYTES'] must be a positive integer"),
+])
+def test_limits_that_cannot_work_are_system_check_errors(settings, change, message):
+    from mcp_server.authorization_server.checks import check_limits
+
+    assert check_limits() == []
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": change}
+    [error] = check_limits()
+    assert error.id == "mcp_authorization_server.E002" and message in error.msg
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {
+        "REGISTRATION_RATE": None, "LOGIN_FAILURE_RATE": "5/minute", "CLIENT_SECRET_FAILURE_RATE": "100/d"}}
+    assert check_limits() == []
+
+
 def test_unknown_authorization_server_setting_is_refused(settings):
     from django.core.exceptions import ImproperlyConfigured
 
@@ -129,6 +159,7 @@ def test_dynamic_registration_of_public_and_confidential_clients(client):
     assert public["registration_client_uri"] == f"{ISSUER}/oauth/register/{public['client_id']}/"
     row = Application.objects.get(client_id=public["client_id"])
     assert (row.client_type, row.registration_source, row.name) == ("public", "dcr", "Test MCP client")
+    assert row.client_secret == ""  # none made, none hashed
 
     confidential = register(client, token_endpoint_auth_method="client_secret_post",
                             redirect_uris=["https://app.example.com/cb"])
@@ -162,7 +193,9 @@ def test_registration_refuses_bad_redirect_uris(client, uris, reason):
     ({"grant_types": ["client_credentials"], "token_endpoint_auth_method": "none"},
      "client_credentials needs a confidential client"),
 ])
-def test_registration_refuses_grants_and_auth_methods_oauth_2_1_has_not(client, metadata, reason):
+def test_registration_refuses_grants_and_auth_methods_oauth_2_1_has_not(client, settings, metadata, reason):
+    # With client_credentials allowed, so that what else is wrong with it is what is refused.
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": ALLOWING_CLIENT_CREDENTIALS}
     body = {"client_name": "x", "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none",
             **metadata}
     response = client.post("/oauth/register/", body, content_type="application/json")
@@ -346,7 +379,8 @@ def test_a_code_presented_twice_at_once_is_redeemed_once(client, user):
     assert not issued_tokens().exists()
 
 
-def test_client_credentials(client):
+def test_client_credentials(client, settings):
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": ALLOWING_CLIENT_CREDENTIALS}
     registered = register(client, grant_types=["client_credentials"], redirect_uris=None,
                           token_endpoint_auth_method="client_secret_basic")
     secret = base64.b64encode(f"{registered['client_id']}:{registered['client_secret']}".encode()).decode()
@@ -361,6 +395,44 @@ def test_client_credentials(client):
     refused = client.post("/oauth/token/", {"grant_type": "client_credentials", "resource": RESOURCE},
                           HTTP_AUTHORIZATION=f"Basic {wrong}")
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
+
+
+def test_grants_with_no_user_are_off_for_dynamic_registration_unless_allowed(client, settings):
+    machine = {"grant_types": ["client_credentials"], "redirect_uris": [],
+               "token_endpoint_auth_method": "client_secret_post"}
+    refused = client.post("/oauth/register/", {"client_name": "Machine", **machine},
+                          content_type="application/json")
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"
+    assert "DYNAMIC_CLIENT_CREDENTIALS" not in refused.json()["error_description"]
+    assert "client_credentials is not open to dynamic registration" in refused.json()["error_description"]
+    assert not Application.objects.exists()
+
+    # Registered while a deployment allowed it, the client loses the grant once it no longer does.
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": ALLOWING_CLIENT_CREDENTIALS}
+    registered = register(client, **machine)
+    grant = {"grant_type": "client_credentials", "client_id": registered["client_id"],
+             "client_secret": registered["client_secret"], "resource": RESOURCE}
+    assert client.post("/oauth/token/", grant).status_code == 200
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "AUTHORIZATION_SERVER": {}}
+    later = client.post("/oauth/token/", grant)
+    assert later.status_code == 400 and later.json()["error"] == "unauthorized_client"
+    # An administrator's client (not registered dynamically) keeps it.
+    Application.objects.filter(client_id=registered["client_id"]).update(
+        registration_source=Application.RegistrationSource.MANUAL)
+    assert client.post("/oauth/token/", grant).status_code == 200
+
+
+def test_a_public_client_cannot_authenticate_with_an_empty_secret(client, user):
+    """A public client is stored without a secret: presenting an empty one is no authentication."""
+    client_id = register(client)["client_id"]
+    pkce = PKCE.new()
+    code = approve(client, client_id, pkce)["code"]
+    empty = base64.b64encode(f"{client_id}:".encode()).decode()
+    response = client.post("/oauth/token/", {
+        "grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT_URI,
+        "code_verifier": pkce.verifier, "resource": RESOURCE}, HTTP_AUTHORIZATION=f"Basic {empty}")
+    assert response.status_code == 401 and response.json()["error"] == "invalid_client"
+    assert not issued_tokens().exists()
 
 
 def test_token_request_for_another_resource_than_the_grants_is_refused(client, user):

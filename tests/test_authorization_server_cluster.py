@@ -21,7 +21,9 @@ REDIS_DB = 12
 
 def test_a_client_registered_through_one_process_gets_its_token_from_the_other(django_db_blocker):
     require_services()
-    with django_db_blocker.unblock(), cluster(2, redis_db=REDIS_DB) as (a, b), \
+    # Its client has no user behind its tokens: a deployment allows that to registered clients.
+    settings = {"AUTHORIZATION_SERVER": {"DYNAMIC_CLIENT_CREDENTIALS": True}}
+    with django_db_blocker.unblock(), cluster(2, redis_db=REDIS_DB, mcp_settings=settings) as (a, b), \
             httpx.Client(timeout=PATIENCE) as http:
         first, second = a.url.removesuffix("/mcp"), b.url.removesuffix("/mcp")
         registered = register(http, first, grant_types=["client_credentials"], redirect_uris=None,

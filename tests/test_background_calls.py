@@ -27,7 +27,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from mcp_server import Configuration, Server, StdioTransport
+from mcp_server import Configuration, Server, ServerContext, StdioTransport
 from mcp_server.background.runner import runner_name
 from mcp_server.http import StreamableHTTPTransport
 from mcp_server.invoke import run_in_thread
@@ -436,3 +436,35 @@ async def test_an_unknown_background_calls_value_is_refused(short_lived_connecti
     assert isinstance(error, ImproperlyConfigured) and "BACKGROUND_CALLS" in str(error)
     assert "'sometimes'" in str(error)
     assert not await run_in_thread(ToolCall.objects.exists)  # nothing ran, nothing was recorded
+
+
+async def test_a_call_past_its_principals_share_over_stdio_gets_a_json_rpc_error(short_lived_connections):
+    # Over stdio the transport knows no principal: its one client counts as "local".
+    held = await run_in_thread(ToolCall.objects.create, id="held", tool="where", principal_key="local",
+                               state=ToolCall.State.RUNNING)
+    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "BACKGROUND_CALLS": "local",
+                                       "MAX_BACKGROUND_CALLS_PER_PRINCIPAL": 1}):
+        response = await call_over_stdio(where_server([]))
+    error = response["error"]
+    assert error["code"] == -32600 and error["data"] == {"retryAfter": 5}, error
+    assert error["message"].startswith("Too Many Requests: 1 background calls of this client"), error
+    assert [call.id for call in await run_in_thread(list, ToolCall.objects.all())] == [held.id]
+
+
+async def test_a_call_run_here_past_its_time_limit_gets_the_error_not_silence(short_lived_connections):
+    server = Server("time-limited")
+
+    @server.tool(background=True, name="where")
+    def waits_for_a_cancel(server_context: ServerContext) -> str:
+        """Waits until it is cancelled (at most a minute), as a long call that checks would."""
+        server_context.cancellation.wait(PATIENCE)
+        server_context.raise_if_cancelled()
+        return "never stopped"
+
+    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "BACKGROUND_CALLS": "local",
+                                       "BACKGROUND_CALL_TIME_LIMIT": 0.2}):
+        response = await call_over_stdio(server)
+    error = response["error"]
+    assert error["code"] == -32603 and "BACKGROUND_CALL_TIME_LIMIT (0.2 s)" in error["message"], error
+    call = await run_in_thread(ToolCall.objects.get)
+    assert (call.state, call.response) == ("failed", response)

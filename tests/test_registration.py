@@ -320,7 +320,9 @@ HTTP_SETTINGS = {
     "MAX_QUEUED_STREAM_EVENTS": ("max_queued_stream_events", 50),
     "MAX_PROGRESS_TOKEN_LENGTH": ("max_progress_token_length", 32),
     "MAX_LISTEN_SUBSCRIPTIONS": ("max_listen_subscriptions", 9),
+    "MAX_LISTEN_SUBSCRIPTIONS_PER_PRINCIPAL": ("max_listen_subscriptions_per_principal", 4),
     "LISTEN_KEEPALIVE_INTERVAL": ("listen_keepalive_interval", 2.5),
+    "STREAM_CREDENTIAL_CHECK_INTERVAL": ("stream_credential_check_interval", 7),
 }
 # Settings of the event store: (attribute of transport.events, value).
 EVENT_STORE_SETTINGS = {
@@ -543,9 +545,12 @@ def test_every_setting_is_covered_here():
                "SERVER_TO_CLIENT_REQUEST_TIMEOUT", *HTTP_SETTINGS, "SESSION_REQUEST_VALIDATOR",
                "REDIS_URL", *EVENT_STORE_SETTINGS, *REDIS_STORE_SETTINGS, *REQUEST_STATE_SETTINGS,
                "BACKGROUND_CALLS", "BACKGROUND_RETRIES", "TASK_TTL_MS", "TASK_POLL_INTERVAL_MS",
+               *BACKGROUND_SHARE_SETTINGS,
                *AUTHENTICATION_SETTINGS,
                # Its keys: tests/test_authorization_server*.py.
-               "AUTHORIZATION_SERVER"}
+               "AUTHORIZATION_SERVER",
+               # tests/test_registry_coalescing.py.
+               "LIST_CHANGED_MIN_INTERVAL"}
     assert covered == set(DEFAULTS)
 
 
@@ -565,6 +570,46 @@ def test_the_task_settings_are_the_hints_of_every_task_and_bad_values_are_refuse
                 pytest.raises(ImproperlyConfigured, match=next(iter(bad))):
             wire.ttl_ms()
             wire.poll_interval_ms()
+
+
+# --- The fair share of background calls: in flight per principal, stored bytes, retention ------
+
+BACKGROUND_SHARE_SETTINGS = ("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", "MAX_BACKGROUND_CALL_BYTES",
+                             "BACKGROUND_CALL_RETENTION", "BACKGROUND_CALL_TIME_LIMIT")
+
+
+def test_the_background_share_settings_are_read_and_bad_values_are_refused():
+    from mcp_protocol.errors import InvalidParamsError
+    from mcp_server import Tool
+    from mcp_server.background import admission, cleanup, execute
+
+    class Note(Tool):
+        input_schema = {"properties": {"text": {"type": "string"}}}
+
+    def read() -> tuple:
+        return admission.calls_per_principal(), cleanup.retention(), execute.time_limit()
+
+    set_to = dict(zip(BACKGROUND_SHARE_SETTINGS, (2, 40, 60, 1.5), strict=True))
+    with override_settings(MCP_SERVER=demo_with(**set_to)):
+        assert read() == (2, 60, 1.5)
+        kept = admission.stored_parts(Note(), {"text": "short", "extra": 1},
+                                      {"name": "note", "arguments": {}})
+        assert kept == ({"text": "short"}, {"name": "note"})
+        with pytest.raises(InvalidParamsError, match="at most 40 bytes"):
+            admission.stored_parts(Note(), {"text": "x" * 40}, {"name": "note"})
+    unlimited = dict.fromkeys(BACKGROUND_SHARE_SETTINGS)
+    with override_settings(MCP_SERVER=demo_with(**unlimited)):
+        assert read() == (None, None, None)
+        assert admission.stored_parts(Note(), {"text": "x" * 10_000}, {})[0] == {"text": "x" * 10_000}
+    for name, bad in (("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", 0), ("MAX_BACKGROUND_CALLS_PER_PRINCIPAL", 2.5),
+                      ("MAX_BACKGROUND_CALL_BYTES", True), ("BACKGROUND_CALL_RETENTION", -1),
+                      ("BACKGROUND_CALL_RETENTION", "1d"), ("BACKGROUND_CALL_TIME_LIMIT", 0)):
+        with override_settings(MCP_SERVER=demo_with(**{name: bad})), \
+                pytest.raises(ImproperlyConfigured, match=name):
+            admission.calls_per_principal()
+            admission.stored_parts(Note(), {}, {})
+            cleanup.retention()
+            execute.time_limit()
 
 
 # --- BACKGROUND_CALLS: where background tools run, and the checks of what Celery needs -----------

@@ -125,7 +125,8 @@ def test_tasks_cancel_on_the_other_process_stops_the_tool_in_the_worker(deployme
 
     assert ask(b.url, "tasks/cancel", taskId=created["taskId"])["result"] == {"resultType": "complete"}
     # The worker's tool saw the cancel (it wrote the marker) while its gate stayed shut.
-    wait_until(marker.exists, what="the worker's tool to see the cancel")
+    # (Its content, not only the file: the tool creates it, then writes it.)
+    wait_until(lambda: marker.exists() and marker.read_text(), what="the worker's tool to see the cancel")
     assert marker.read_text() == str(worker.process.pid)
     assert until_status(a.url, created["taskId"], "cancelled", "completed", "failed")["status"] == "cancelled"
     # A finished task is acked as it is.
@@ -213,6 +214,36 @@ def test_another_principal_can_neither_see_nor_cancel_a_task(deployment, gate):
     assert task(b.url, task_id, owner)["status"] == "working"
     gate.touch()
     assert until_status_as(b.url, task_id, owner)["status"] == "completed"
+
+
+@pytest.mark.feature("TASK-08")
+def test_a_task_whose_owner_was_deleted_is_seen_by_nobody(deployment, gate):
+    """Deleting a user sets its calls' owner to nothing: such a task must not then look like one of
+    a caller with no user, which any caller authenticated the same way (another user's token of
+    the same kind, with no OAuth client or subject) would match."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    (a, b), _worker = deployment
+    users = get_user_model().objects
+    owner = users.create_user("task-owner-to-delete")
+    created = start(a.url, Token.objects.create(user=owner).key, gate=str(gate))
+    task_id = created["taskId"]
+    other = Token.objects.create(user=users.create_user("task-caller-of-the-same-kind")).key
+    owner.delete()  # its token goes with it
+    assert ToolCall.objects.get(id=task_id).owner is None
+
+    for url in (a.url, b.url):
+        for caller in (other, None):
+            error = ask(url, "tasks/get", caller, taskId=task_id)["error"]
+            assert error["code"] == -32602 and "Task not found" in error["message"], error
+    error = ask(b.url, "tasks/cancel", other, taskId=task_id)["error"]
+    assert "Task not found" in error["message"]
+    assert not ToolCall.objects.get(id=task_id).cancel_requested
+    gate.touch()
+    wait_until(lambda: ToolCall.objects.get(id=task_id).state == State.COMPLETED,
+               what="the orphaned task to complete")
+    assert "Task not found" in ask(a.url, "tasks/get", other, taskId=task_id)["error"]["message"]
 
 
 def until_status_as(url: str, task_id: str, token: str) -> dict:

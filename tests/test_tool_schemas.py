@@ -396,3 +396,27 @@ def test_validate_result_inside_a_handler(make_client, revision):
         "content": [{"type": "text", "text": "Internal error occurred"}], "isError": True
     }
     assert [type(exc) for exc in reports] == [SchemaValidationError]
+
+
+# What a background call keeps of its arguments: those its input schema declares --------------
+ARGUMENTS = {"name": "n", "size": 2, "x-trace": "t", "junk": "j"}
+
+
+@pytest.mark.parametrize(("schema", "kept"), [
+    ({"properties": {"name": {"type": "string"}}}, {"name": "n"}),
+    ({"properties": {"name": {}}, "patternProperties": {"^x-": {}}}, {"name": "n", "x-trace": "t"}),
+    ({"allOf": [{"properties": {"name": {}}}, {"anyOf": [{"properties": {"size": {}}}]}]},
+     {"name": "n", "size": 2}),
+    ({"if": {"properties": {"name": {}}}, "then": {"properties": {"size": {}}},
+      "dependentSchemas": {"name": {"properties": {"x-trace": {}}}}},
+     {"name": "n", "size": 2, "x-trace": "t"}),
+    ({"$defs": {"sized": {"properties": {"size": {}}}}, "$ref": "#/$defs/sized"}, {"size": 2}),
+    ({"properties": {"name": {}}, "additionalProperties": False}, {"name": "n"}),
+    # A schema that admits other properties on purpose, or that cannot be read so, keeps them all.
+    ({"properties": {"name": {}}, "additionalProperties": {"type": "string"}}, ARGUMENTS),
+    ({"properties": {"name": {}}, "unevaluatedProperties": True}, ARGUMENTS),
+    ({"$defs": {"a": {"$anchor": "a", "properties": {"size": {}}}}, "$ref": "#a"}, ARGUMENTS),
+    ({}, {}),
+])
+def test_only_the_arguments_an_input_schema_declares_are_kept(schema, kept):
+    assert InputSchema(schema).declared(ARGUMENTS) == kept

@@ -31,6 +31,10 @@ class Principal:
     claims: Mapping[str, Any] = field(default_factory=dict)
     # The class that authenticated the request, for logs and instrumentation ("jwt", "session").
     method: str = ""
+    # For a principal with no user: the group whose fair share (MAX_SESSIONS_PER_PRINCIPAL) it is
+    # counted in, when it is not its own, as an authentication class decides (the clients
+    # registered from one address, say); the session stays bound to the principal itself.
+    fair_share: str | None = None
 
     @property
     def user_id(self) -> Any:

@@ -10,7 +10,8 @@ class AuthorizationServerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, conf  # noqa: F401 - checks registers the system checks
+        from . import checks, client_secrets, conf  # noqa: F401 - checks registers the system checks
 
         conf.apply()
         conf.connect()
+        client_secrets.connect()

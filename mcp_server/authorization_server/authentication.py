@@ -6,12 +6,19 @@
 The tokens are opaque: the class looks their SHA-256 up in the database (all the toolkit keeps of
 them) and accepts one that exists (revoked ones are deleted), has not expired, and whose audience
 (the RFC 8707 resource it was issued for) is this endpoint.
+
+A token with no user of a dynamically registered client is counted, for the endpoint's fair
+share of sessions, with the tokens of every client registered from the same address
+(``Principal.fair_share``): anyone may register as often as the registration limit allows, so a
+share per client would be a new share per registration. The registering address, rather than one
+share for all such clients, keeps one registrant from crowding out the others.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from oauth2_provider.models import get_access_token_model
 from oauth2_provider.settings import oauth2_settings
 
@@ -41,7 +48,8 @@ class LocalTokenAuthentication(BaseAuthentication):
         token = token.strip()
         if not token:
             raise AuthenticationFailed("invalid_request", "The Bearer credential is empty")
-        access_token = (get_access_token_model().objects.select_related("user", "application")
+        access_token = (get_access_token_model().objects
+                        .select_related("user", "application", "application__mcp_registration")
                         .filter(token_checksum=digest(token)).first())
         if access_token is None or access_token.is_expired():
             raise AuthenticationFailed()
@@ -61,8 +69,20 @@ class LocalTokenAuthentication(BaseAuthentication):
             client_id=application.client_id if application is not None else None,
             expires_at=access_token.expires.timestamp(),
             claims={"aud": list(access_token.resource), "scope": access_token.scope},
-            method="local_token",
+            method="local_token", fair_share=fair_share(application) if user is None else None,
         )
 
     def authenticate_header(self, request: Request) -> str | None:
         return "Bearer"
+
+
+def fair_share(application: Any) -> str | None:
+    """The group a token with no user of ``application`` is counted in: the address its client
+    was registered from, for a dynamically registered client; None (its own) for the others."""
+    if application is None or application.registration_source != application.RegistrationSource.DCR:
+        return None
+    try:
+        address = application.mcp_registration.address
+    except ObjectDoesNotExist:  # registered before addresses were kept: one group for all of those
+        address = "unknown"
+    return f"registered-from:{address}"

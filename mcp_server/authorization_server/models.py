@@ -1,4 +1,5 @@
-"""What the toolkit does not keep: which tokens each redeemed authorization code produced."""
+"""What the toolkit does not keep: which tokens each redeemed authorization code produced, and
+where each dynamically registered client was registered from."""
 
 from __future__ import annotations
 
@@ -28,3 +29,23 @@ class RedeemedCode(models.Model):
 
     def __str__(self) -> str:
         return f"Redeemed code #{self.pk}"
+
+
+class ClientRegistration(models.Model):
+    """The client address a dynamic registration (RFC 7591) came from.
+
+    A token with no user (client_credentials) is its client acting for itself, and open
+    registration makes a new client for anyone who asks: the fair-share limits of the MCP endpoint
+    count the tokens of every client registered from one address together (``fair_share`` of the
+    principal, ``authentication.py``), so a new registration does not bring a new share.
+    """
+
+    application = models.OneToOneField(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE,
+                                       related_name="mcp_registration")
+    address = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        verbose_name = "client registration"
+
+    def __str__(self) -> str:
+        return f"{self.application_id} from {self.address or 'an unknown address'}"

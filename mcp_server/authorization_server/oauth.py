@@ -6,7 +6,9 @@
   hashes the ``code`` of a token request before oauthlib reads it, and the validator hashes the
   code it stores, so every lookup the toolkit makes by code compares digests.
 - ``Validator``: a code is redeemed once, even by two requests at the same moment, and a replayed
-  code revokes the tokens issued from it (OAuth 2.1 section 4.1.3).
+  code revokes the tokens issued from it (OAuth 2.1 section 4.1.3). A dynamically registered
+  client gets a token with no user (client_credentials) only while ``DYNAMIC_CLIENT_CREDENTIALS``
+  allows it, and an empty stored secret (a public client's) matches nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2 import Server as OAuthlibServer
 from oauthlib.oauth2.rfc6749.grant_types.authorization_code import code_challenge_method_s256
 
+from ..settings import mcp_settings
 from .tokens import digest
 
 
@@ -38,6 +41,20 @@ class Backend(OAuthLibCore):
 
 
 class Validator(OAuth2Validator):
+    def validate_grant_type(self, client_id: str, grant_type: str, client: Any, request: Any,
+                            *args: Any, **kwargs: Any) -> bool:
+        # A client registered while DYNAMIC_CLIENT_CREDENTIALS allowed it loses the grant (400
+        # unauthorized_client) once the setting is off again.
+        allowed = mcp_settings.AUTHORIZATION_SERVER["DYNAMIC_CLIENT_CREDENTIALS"]
+        dynamic = client.registration_source == client.RegistrationSource.DCR
+        if grant_type == "client_credentials" and dynamic and not allowed:
+            return False
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
+    def _check_secret(self, provided_secret: str, stored_secret: str) -> bool:
+        # A public client is stored with no secret (client_secrets.py): "" must not match "".
+        return bool(stored_secret) and super()._check_secret(provided_secret, stored_secret)
+
     def _create_authorization_code(self, request: Any, code: dict, expires: Any = None) -> Any:
         return super()._create_authorization_code(request, {**code, "code": digest(code["code"])}, expires)
 

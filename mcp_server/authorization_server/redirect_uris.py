@@ -18,10 +18,14 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def problem(uri: object) -> str | None:
+def problem(uri: object, max_length: int) -> str | None:
     """Why ``uri`` cannot be a redirect URI, or None when it can."""
     if not isinstance(uri, str) or not uri:
         return "each redirect URI must be a non-empty string"
+    if len(uri) > max_length:
+        return f"a redirect URI is longer than {max_length} characters"
+    if any(character.isspace() or not character.isprintable() for character in uri):
+        return f"{uri!r} contains whitespace or control characters"
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - an out-of-range port raises here
@@ -43,8 +47,10 @@ def problem(uri: object) -> str | None:
     return f"{uri!r} uses the scheme {parts.scheme!r}: a redirect URI must use https, or http on loopback"
 
 
-def problems(uris: object) -> list[str]:
+def problems(uris: object, *, max_count: int, max_length: int) -> list[str]:
     """Every reason the list ``uris`` (a registration's redirect_uris) cannot be registered."""
     if not isinstance(uris, list) or not uris:
         return ["redirect_uris must be a non-empty array of URIs"]
-    return [reason for reason in map(problem, uris) if reason is not None]
+    if len(uris) > max_count:
+        return [f"a client may register at most {max_count} redirect URIs, not {len(uris)}"]
+    return [reason for uri in uris if (reason := problem(uri, max_length)) is not None]

@@ -7,8 +7,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider import views as dot
+from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views.dynamic_client_registration import (
     DynamicClientRegistrationManagementView,
@@ -17,11 +19,11 @@ from oauth2_provider.views.dynamic_client_registration import (
 
 from ..settings import mcp_settings
 from .checks import CONSENT_TEMPLATE
-from .redirect_uris import is_loopback_host, problems
+from .client_authentication import client_secret_throttle, presented_client_id
+from .redirect_uris import is_loopback_host
+from .registration import check_registration, too_many_registrations
+from .throttle import client_address
 
-# Grant types a client may register: OAuth 2.1 has no implicit or password grant.
-REGISTRABLE_GRANT_TYPES = {"authorization_code", "refresh_token", "client_credentials"}
-AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 WELL_KNOWN = "/.well-known/oauth-authorization-server"
 
 
@@ -56,10 +58,26 @@ def with_issuer(uri: str, iss: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("iss", iss)])))
 
 
+def effective_approval_prompt(asked: str) -> str:
+    """The consent rule for a request asking ``asked``: "auto" (scopes the user approved, with a
+    live token, skip the page) only when both the server and the request say so, else "force"."""
+    return "auto" if oauth2_settings.REQUEST_APPROVAL_PROMPT == asked == "auto" else "force"
+
+
 class AuthorizationView(dot.AuthorizationView):
     """The consent page: a logged-in user approves or denies a client's request."""
 
     template_name = CONSENT_TEMPLATE
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # The toolkit lets the request's approval_prompt override REQUEST_APPROVAL_PROMPT: with
+        # "auto", a client the user approved once would skip the consent page (and get a code at
+        # any loopback port). The server's "force" wins; a client may only ask for more consent.
+        asked = request.GET.get("approval_prompt")
+        if asked is not None:
+            request.GET = request.GET.copy()
+            request.GET["approval_prompt"] = effective_approval_prompt(asked)
+        return super().get(request, *args, **kwargs)
 
     def get_login_url(self) -> str:
         return mcp_settings.AUTHORIZATION_SERVER["LOGIN_URL"] or settings.LOGIN_URL
@@ -80,44 +98,6 @@ class AuthorizationView(dot.AuthorizationView):
         return context
 
 
-def _error(error: str, description: str) -> JsonResponse:
-    return JsonResponse({"error": error, "error_description": description}, status=400)
-
-
-def check_registration(body: bytes) -> JsonResponse | None:
-    """What the toolkit's registration does not check for MCP: redirect URIs (https, or http on
-    loopback; no fragment), grant types OAuth 2.1 keeps, and auth methods that fit them."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None  # the toolkit answers it
-    if not isinstance(data, dict):
-        return None
-    grant_types = data.get("grant_types", ["authorization_code"])
-    if not isinstance(grant_types, list) or not all(isinstance(g, str) for g in grant_types):
-        return _error("invalid_client_metadata", "grant_types must be an array of strings")
-    unknown = sorted(set(grant_types) - REGISTRABLE_GRANT_TYPES)
-    if unknown:
-        return _error("invalid_client_metadata",
-                      f"unsupported grant_types {unknown}: use authorization_code (with refresh_token) "
-                      "or client_credentials")
-    method = data.get("token_endpoint_auth_method", "client_secret_basic")
-    if method not in AUTH_METHODS:
-        return _error("invalid_client_metadata",
-                      f"unsupported token_endpoint_auth_method {method!r}: "
-                      f"use one of {', '.join(AUTH_METHODS)}")
-    if "client_credentials" in grant_types and method == "none":
-        return _error("invalid_client_metadata",
-                      "client_credentials needs a confidential client: token_endpoint_auth_method "
-                      "client_secret_basic or client_secret_post")
-    # A client_credentials client needs none, but any it names must still be valid ones.
-    if "authorization_code" in grant_types or data.get("redirect_uris"):
-        reasons = problems(data.get("redirect_uris"))
-        if reasons:
-            return _error("invalid_redirect_uri", "; ".join(reasons))
-    return None
-
-
 def _issued_secret_expiry(response: HttpResponse) -> HttpResponse:
     """RFC 7591 section 3.2.1: client_secret_expires_at comes with every issued secret (0: never)."""
     if response.status_code in (200, 201) and response.get("content-type", "").startswith("application/json"):
@@ -130,17 +110,55 @@ def _issued_secret_expiry(response: HttpResponse) -> HttpResponse:
 
 class RegistrationView(DynamicClientRegistrationView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        refused = check_registration(request.body)
-        return refused or _issued_secret_expiry(super().post(request, *args, **kwargs))
+        refused = too_many_registrations(request) or check_registration(request)
+        if refused is not None:
+            return refused
+        with transaction.atomic():
+            response = super().post(request, *args, **kwargs)
+            if response.status_code == 201:
+                record_registration(json.loads(response.content)["client_id"], request)
+        return _issued_secret_expiry(response)
+
+
+def record_registration(client_id: str, request: HttpRequest) -> None:
+    """Remember the address a client was registered from (its fair share on the endpoint)."""
+    from .models import ClientRegistration
+
+    application = get_application_model().objects.get(client_id=client_id)
+    ClientRegistration.objects.create(application=application, address=client_address(request)[:64])
 
 
 class RegistrationManagementView(DynamicClientRegistrationManagementView):
     def put(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
-        refused = check_registration(request.body)
+        refused = check_registration(request)
         return refused or super().put(request, client_id, *args, **kwargs)
 
 
-class TokenView(dot.TokenView):
+class ClientSecretThrottled:
+    """Wrong client secrets at this endpoint are counted per client id and client address
+    (``CLIENT_SECRET_FAILURE_RATE``), and past the limit the client is refused (429) before its
+    secret is checked, the right one included, until the period ends."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        client_id = presented_client_id(request)
+        if client_id is None:
+            return super().post(request, *args, **kwargs)
+        throttle = client_secret_throttle()
+        retry_after = throttle.blocked(client_id, client_address(request))
+        if retry_after is not None:
+            answer = JsonResponse({"error": "invalid_client", "error_description":
+                                   f"too many failed authentications of this client from this address; "
+                                   f"try again in {retry_after} s"}, status=429)
+            answer["Retry-After"] = str(retry_after)
+            answer["Cache-Control"] = "no-store"
+            return answer
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 401:  # invalid_client: the secret (or the client) was wrong
+            throttle.record(client_id, client_address(request))
+        return response
+
+
+class TokenView(ClientSecretThrottled, dot.TokenView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = super().post(request, *args, **kwargs)
         # Some errors raised while tokens are saved (invalid_target, say) come back from oauthlib
@@ -151,7 +169,7 @@ class TokenView(dot.TokenView):
         return response
 
 
-class RevokeTokenView(dot.RevokeTokenView):
+class RevokeTokenView(ClientSecretThrottled, dot.RevokeTokenView):
     pass
 
 

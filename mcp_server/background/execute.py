@@ -1,5 +1,6 @@
-"""Running one background call, wherever it runs: its progress and end go on its record, and
-the cancel flag set on the record (by any process, or by admin) reaches the running tool."""
+"""Running one background call, wherever it runs: its progress and end go on its record, the
+cancel flag set on the record (by any process, or by admin) reaches the running tool, and so does
+the deployment's bound on how long a call runs (``BACKGROUND_CALL_TIME_LIMIT``)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,36 @@ import socket
 import threading
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from mcp_protocol import jsonrpc, methods
-from mcp_protocol.cancellation import CancelledError
-from mcp_protocol.errors import MCPError
+from mcp_protocol.cancellation import Cancellation, CancelledError
+from mcp_protocol.errors import InternalError, MCPError
 
 from ..context import ServerContext
 from ..handlers.tools import run_tool
 from ..primitives.tool import Tool
+from ..settings import mcp_settings
 from . import records
 from .task_hooks import TaskHooks
 
 # Seconds between two looks at the call's cancel flag (and writes of its progress) while it runs:
 # a cancel set on the record reaches the tool's ``cancelled()`` within this.
 WATCH_INTERVAL = 0.5
+
+
+def time_limit() -> float | None:
+    """``BACKGROUND_CALL_TIME_LIMIT``, checked: seconds one run of a call may take (None: no bound)."""
+    value = mcp_settings.BACKGROUND_CALL_TIME_LIMIT
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+        raise ImproperlyConfigured("MCP_SERVER['BACKGROUND_CALL_TIME_LIMIT'] must be a positive number of "
+                                   f"seconds or None, not {value!r}")
+    return value
+
+
+def time_limit_error(seconds: float) -> InternalError:
+    return InternalError(f"The background call ran longer than BACKGROUND_CALL_TIME_LIMIT ({seconds:g} s) "
+                         "allows, and was stopped")
 
 
 def process_name() -> str:
@@ -41,6 +59,9 @@ class BackgroundContext(ServerContext):
     task: TaskHooks | None = None
     task_input: Any = None
     task_transport: Any = None
+    # Set when the call's cancellation came from its time limit, not from a cancel: it then ends
+    # with an error, not silently.
+    stopped_at_limit: float | None = None
 
     def __init__(self, *args: Any, call_id: str, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -53,9 +74,13 @@ class BackgroundContext(ServerContext):
 
     @classmethod
     def of(cls, ctx: ServerContext, call_id: str) -> BackgroundContext:
-        """The same request as ``ctx`` (same session, same cancellation), as a background call."""
+        """The same request as ``ctx`` (same session), as a background call. Its cancellation is
+        its own, cancelled with the request's: a stop at the time limit must not mark the request
+        itself cancelled, which would then get no response."""
+        cancellation = Cancellation(ctx.request_id)
+        ctx.cancellation.on_cancel(lambda request: cancellation.cancel(request.reason))
         background = cls(ctx.server, ctx.session, request_id=ctx.request_id, method=ctx.method,
-                         params=ctx.params, message=ctx.message, cancellation=ctx.cancellation,
+                         params=ctx.params, message=ctx.message, cancellation=cancellation,
                          user_context=ctx.server.server_context, call_id=call_id)
         background.instrumentation = ctx.instrumentation
         return background
@@ -75,16 +100,22 @@ class BackgroundContext(ServerContext):
 
 async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
     """Run the call's tool: its result, or MCPError / CancelledError as the tool ends. The
-    record is left in its final state either way."""
-    watcher = asyncio.create_task(_watch(ctx))
+    record is left in its final state either way. Past ``BACKGROUND_CALL_TIME_LIMIT`` the tool is
+    cancelled, as by a cancel (it stops at its next ``cancelled()`` check), and the call ends
+    with -32603 instead of silently; a tool that returns anyway keeps its result."""
+    watcher = asyncio.create_task(_watch(ctx, time_limit()))
     state, error, response = records.State.FAILED, "", None
     try:
         result = await run_tool(ctx, tool, arguments)
         state, response = records.State.COMPLETED, jsonrpc.response(ctx.request_id, result)
         return result
     except CancelledError:
-        state = records.State.CANCELLED
-        raise
+        if ctx.stopped_at_limit is None:
+            state = records.State.CANCELLED
+            raise
+        stopped = time_limit_error(ctx.stopped_at_limit)
+        error, response = str(stopped), jsonrpc.error_from(ctx.request_id, stopped)
+        raise stopped from None
     except MCPError as exc:
         error, response = str(exc), jsonrpc.error_from(ctx.request_id, exc)
         raise
@@ -96,19 +127,25 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         await _write_progress(ctx)
-        if ctx.cancellation.cancelled:
+        if ctx.cancellation.cancelled and ctx.stopped_at_limit is None:
             state, response = records.State.CANCELLED, None
         await records.finish(ctx.call_id, state, response, error)
         if ctx.task is not None:
             await ctx.task.changed(ctx.call_id, ctx.task_transport)
 
 
-async def _watch(ctx: BackgroundContext) -> None:
+async def _watch(ctx: BackgroundContext, limit: float | None) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit if limit is not None else None
     while not ctx.cancellation.cancelled:
-        await asyncio.sleep(WATCH_INTERVAL)
+        await asyncio.sleep(WATCH_INTERVAL if deadline is None
+                            else max(0.0, min(WATCH_INTERVAL, deadline - loop.time())))
         await _write_progress(ctx)
         if await records.cancel_requested(ctx.call_id):
             ctx.cancellation.cancel("cancelled")
+        elif deadline is not None and loop.time() >= deadline:
+            ctx.stopped_at_limit = limit
+            ctx.cancellation.cancel(f"it ran past BACKGROUND_CALL_TIME_LIMIT ({limit:g} s)")
 
 
 async def _write_progress(ctx: BackgroundContext) -> None:

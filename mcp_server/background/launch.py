@@ -32,7 +32,7 @@ from ..http.liveness import holder_channel
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code, run_in_thread
 from ..models import ToolCall
-from . import records
+from . import admission, records
 from .execute import BackgroundContext, ProgressFloor, execute, process_name
 from .recovery import run_again
 from .runner import celery_enabled, enqueue, revoke
@@ -49,18 +49,20 @@ WORKER_STOPPED = "The worker running this call stopped before answering; send it
 
 async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) -> Any:
     as_task = wanted_as_task(ctx, tool)  # -32021 for a task-only tool the client cannot hold
+    # What the record keeps is what the tool gets, wherever it runs: its declared arguments.
+    arguments, params = admission.stored_parts(tool, arguments, ctx.params)
     if tool.prepares:
         prepared = await prepare(ctx, tool, arguments)
         if prepared is not None:
             return prepared  # the client is asked first (input_required)
     transport, runtime = _reachable_runtime(ctx)
     if as_task:
-        call = await _record(ctx, tool, arguments, transport, runtime, "task")
+        call = await _record(ctx, tool, arguments, params, transport, runtime, "task")
         hooks = task_hooks()
         assert hooks is not None  # wanted_as_task is False without them
         return await hooks.start(ctx, call, transport, runtime, tool, arguments)
     delivery = "local" if transport is None else _delivery(ctx)
-    call = await _record(ctx, tool, arguments, transport, runtime, delivery)
+    call = await _record(ctx, tool, arguments, params, transport, runtime, delivery)
     if delivery == "local":
         return await _run_here(ctx, tool, arguments, call.id, runtime)
     unhook = ctx.cancellation.on_cancel(_cancel_forwarder(transport, call.id))
@@ -92,16 +94,19 @@ async def prepare(ctx: ServerContext, tool: Tool, arguments: dict) -> dict | Non
     return None
 
 
-async def _record(ctx: ServerContext, tool: Tool, arguments: dict, transport: Any, runtime: Any,
-                  delivery: str) -> ToolCall:
+async def _record(ctx: ServerContext, tool: Tool, arguments: dict, params: dict, transport: Any,
+                  runtime: Any, delivery: str) -> ToolCall:
+    """The call's record (``admission.stored_parts``: its declared arguments, and the request's
+    other params), admitted within its principal's share (TooManyBackgroundCalls past it)."""
     session = ctx.session
     record = getattr(session, "record", None)  # the stored session, over Streamable HTTP
-    call = await records.create(
+    call = await admission.admit(
         server=transport.group if transport is not None else "", tool=tool.name, arguments=arguments,
-        params=ctx.params if isinstance(ctx.params, dict) else {},
+        params=params, principal_key=admission.principal_key_of(session),
         session_id=record.id if record is not None else "", request_id=ctx.request_id,
         request_key=request_key(ctx.request_id), protocol_version=ctx.protocol_version or "",
-        owner_id=session.user_id, delivery=delivery, task=delivery == "task",
+        owner_id=session.user_id, owned=session.user_id is not None, delivery=delivery,
+        task=delivery == "task",
         principal=session.principal.to_record() if session.principal is not None else None,
         idempotent=bool((tool.annotations or {}).get("idempotentHint")),
         web_channel=runtime.channel_key if runtime is not None else "",

@@ -38,3 +38,8 @@ class BackgroundCallPort:
     async def ended_cancelled(self, session_id: str, request_id: Any) -> bool:
         call = await records.of_request(session_id, request_key(request_id))
         return call is not None and call.state == records.State.CANCELLED
+
+    async def check_share(self, principal_key: str) -> None:
+        from .admission import check_share
+
+        await check_share(principal_key)

@@ -7,10 +7,11 @@ the call, a web process cancelling it) cannot both win.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from ..models import ToolCall
 
 State = ToolCall.State
 FINAL_STATES = (State.COMPLETED, State.FAILED, State.CANCELLED)
+IN_FLIGHT_STATES = (State.QUEUED, State.RUNNING, State.INPUT_REQUIRED)
 
 
 def new_call_id() -> str:
@@ -28,6 +30,47 @@ def new_call_id() -> str:
 
 def _create(**fields: Any) -> ToolCall:
     return ToolCall.objects.create(id=new_call_id(), **fields)
+
+
+def _in_flight(principal_key: str) -> int:
+    """The calls of a principal queued or running (tasks waiting for input included)."""
+    return ToolCall.objects.filter(principal_key=principal_key, state__in=IN_FLIGHT_STATES).count()
+
+
+def _admit(limit: int | None, **fields: Any) -> ToolCall | None:
+    """Store a new call unless its principal (``principal_key``) has ``limit`` in flight; None then."""
+    if limit is None:
+        return _create(**fields)
+    key = fields["principal_key"]
+    alias = router.db_for_write(ToolCall)
+    if connections[alias].vendor == "postgresql":
+        # The admissions of one principal take turns, on every process (a lock held until the
+        # transaction ends): counting and then inserting is exact.
+        with transaction.atomic(using=alias):
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_id(key)])
+            if _in_flight(key) >= limit:
+                return None
+            return _create(**fields)
+    # Without such a lock: inserted first (committed, so every process counts it), then counted.
+    # Calls racing may all be refused, but never all admitted past the limit.
+    call = _create(**fields)
+    if _in_flight(key) > limit:
+        ToolCall.objects.filter(id=call.id).delete()
+        return None
+    return call
+
+
+def _lock_id(principal_key: str) -> int:
+    """The principal's PostgreSQL advisory lock: a signed 64-bit number of its own."""
+    digest = hashlib.sha256(f"mcp_server.background:{principal_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def request_params(call: ToolCall) -> dict:
+    """The ``tools/call`` params of the call's request: its params as kept, with its arguments
+    (kept once, in their own field)."""
+    return {**(call.params or {}), "name": call.tool, "arguments": call.arguments}
 
 
 def _start(call_id: str, runner: str, worker: str) -> ToolCall | None:
@@ -94,8 +137,12 @@ async def owner(call: ToolCall) -> Any:
     return await run_in_thread(_owner, call)
 
 
-async def create(**fields: Any) -> ToolCall:
-    return await run_in_thread(_create, **fields)
+async def admit(limit: int | None, **fields: Any) -> ToolCall | None:
+    return await run_in_thread(_admit, limit, **fields)
+
+
+async def in_flight(principal_key: str) -> int:
+    return await run_in_thread(_in_flight, principal_key)
 
 
 async def start(call_id: str, runner: str, worker: str) -> ToolCall | None:

@@ -95,9 +95,10 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
         return "failed: unknown tool"
     cancellation = session.begin_request(call.request_id)
     runtime.in_flight[("call", call.id)] = cancellation
+    params = records.request_params(call)
+    message = jsonrpc.request(call.request_id, methods.TOOLS_CALL, params)
     ctx = BackgroundContext(server, session, request_id=call.request_id, method=methods.TOOLS_CALL,
-                            params=call.params, message=jsonrpc.request(call.request_id, methods.TOOLS_CALL,
-                                                                        call.params),
+                            params=params, message=message,
                             cancellation=cancellation, user_context=server.server_context, call_id=call.id)
     if call.task:
         ctx.run_as_task(_task_hooks_of(call), transport)

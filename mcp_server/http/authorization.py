@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..invoke import call_user_code
 from .errors import HTTPError
-from .limits import token_key
+from .limits import is_token_key, token_key
 from .request import Request
 from .session_store import SessionRecord
 
@@ -30,7 +30,7 @@ async def authorize(transport: StreamableHTTPTransport, request: Request,
     and subject), keeps its Origin, and passes the validator."""
     if record.owner_id is not None and (request.user is None or request.user.pk != record.owner_id):
         raise HTTPError(403, "Forbidden: this session belongs to another user")
-    if record.principal.startswith("token:") and (
+    if is_token_key(record.principal) and (
             request.user is not None or request.principal is None
             or token_key(request.principal) != record.principal):
         raise HTTPError(403, "Forbidden: this session belongs to another client")

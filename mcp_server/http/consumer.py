@@ -20,6 +20,7 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc
 
 from ..auth.base import Principal
+from . import encoding
 from .checks import check_header_values, check_host_and_origin
 from .errors import HTTPError, internal_error, unavailable
 from .get import handle_delete, handle_get
@@ -129,7 +130,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
 
     async def reply_json(self, status: int, message: Any,
                          headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        await self.reply(status, jsonrpc.encode(message).encode("utf-8"),
+        await self.reply(status, encoding.encode(self.transport.server, message).encode("utf-8"),
                          JSON_HEADERS + list(headers or []))
 
     async def reply_error(self, error: HTTPError) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .authorization import authorize, session_of
 from .checks import check_get_accept, check_protocol_version
+from .credential_watch import ending_when_credential_lapses, refuse_if_expired
 from .errors import HTTPError
 from .event_store import GET_STREAM, EventsDropped, HashedRequestId, parse_event_id
 from .limits import too_many
@@ -27,6 +28,7 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
     record = await session_of(transport, request)
     await authorize(transport, request, record)
     check_protocol_version(request)
+    refuse_if_expired(transport, request)
 
     stream, after, final_id = GET_STREAM, None, None
     last_event_id = request.header("last-event-id")
@@ -60,7 +62,10 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
                                 "to keep the session within its stored-event limits; they cannot be "
                                 "replayed", data={"droppedThrough": exc.dropped_through}) from None
         await listener.sse.comment("stream open")  # headers now, so the client knows it is live
-        await consumer.while_connected(listener.run(after), listener.disconnected)
+        # Its credential lapsing ends it; the client resumes it with Last-Event-ID once it has
+        # authenticated again (what is sent meanwhile is stored).
+        async with ending_when_credential_lapses(transport, request, listener.close):
+            await consumer.while_connected(listener.run(after), listener.disconnected)
     finally:
         if runtime.streams.get((record.id, stream)) is listener:
             del runtime.streams[(record.id, stream)]

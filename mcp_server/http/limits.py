@@ -10,6 +10,8 @@ import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
+from mcp_protocol.errors import INVALID_REQUEST
+
 from ..invoke import run_in_thread
 from .errors import HTTPError
 
@@ -19,11 +21,29 @@ if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
 
 
+TOO_MANY = "Too Many Requests: "
+
+
 def too_many(message: str, retry_after: float) -> HTTPError:
     """429 Too Many Requests, saying when trying again may succeed."""
     seconds = max(1, math.ceil(retry_after))
-    return HTTPError(429, f"Too Many Requests: {message}", data={"retryAfter": seconds},
+    return HTTPError(429, f"{TOO_MANY}{message}", data={"retryAfter": seconds},
                      headers=[(b"retry-after", str(seconds).encode())])
+
+
+def fair_share_headers(response: dict) -> list[tuple[bytes, bytes]] | None:
+    """The ``Retry-After`` of a JSON-RPC response that is a fair-share refusal made below the
+    transport (a background call past its principal's share: ``TooManyBackgroundCalls``), to send
+    with 429 where the response is still undecided; None for any other response."""
+    error = response.get("error")
+    if not isinstance(error, dict) or error.get("code") != INVALID_REQUEST \
+            or not str(error.get("message", "")).startswith(TOO_MANY):
+        return None
+    data = error.get("data")
+    seconds = data.get("retryAfter") if isinstance(data, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        return None
+    return [(b"retry-after", str(seconds).encode())]
 
 
 def check_progress_token(params: object, request_id: object, limit: int | None) -> None:
@@ -50,44 +70,67 @@ def principal_of(request: Request) -> str:
 
 
 def token_key(principal: Any) -> str:
-    """A principal with no user, as its OAuth client id and token subject (hashed: fixed length)."""
+    """A principal with no user, as its OAuth client id and token subject (hashed: fixed length).
+
+    A principal counted in a fair share of a group (``Principal.fair_share``) has the group's
+    prefix before it, ``share:<group>/token:<own>``: its sessions are counted with the group's
+    (:func:`counted_with`) and stay bound to the principal itself (the whole key)."""
     seen = f"{principal.client_id or ''}\x00{principal.subject or ''}\x00{principal.method}"
-    return "token:" + hashlib.sha256(seen.encode()).hexdigest()[:40]
+    own = "token:" + _digest(seen, 40)
+    share = principal.fair_share
+    return f"share:{_digest(share, 24)}/{own}" if share else own
+
+
+def is_token_key(key: str) -> bool:
+    """Whether ``key`` (a session's principal) names a principal with no user."""
+    return key.startswith(("token:", "share:"))
+
+
+def counted_with(key: str) -> dict[str, str]:
+    """The lookup of the sessions counted in the same fair share as the principal ``key``."""
+    if key.startswith("share:"):
+        return {"principal__startswith": key.split("/", 1)[0] + "/"}
+    return {"principal": key}
+
+
+def _digest(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
 class StreamSlots:
-    """At most ``limit`` listening streams of a session open at once, in every process.
+    """At most ``limit`` streams of one owner open at once, in every process: the listening
+    streams of a session, or the listen streams of a principal (each kind under its ``prefix``).
 
-    Each open stream holds one of the session's ``limit`` slots, a shared-state key with a time to
+    Each open stream holds one of the owner's ``limit`` slots, a shared-state key with a time to
     live renewed while the stream lives: a process that dies holding one frees it when the key
     expires, with no count to repair. Taking a slot tries them in order (``limit`` is small).
     """
 
-    def __init__(self, state: SharedState, limit: int | None, ttl: float):
+    def __init__(self, state: SharedState, limit: int | None, ttl: float, prefix: str = "slot"):
         self.state = state
         self.limit = limit
         self.ttl = ttl
+        self.prefix = prefix
 
-    @staticmethod
-    def _key(session_id: str, slot: int) -> str:
-        return f"slot:{session_id}:{slot}"
+    def _key(self, owner: str, slot: int) -> str:
+        return f"{self.prefix}:{owner}:{slot}"
 
-    async def take(self, session_id: str, token: str) -> int | None:
+    async def take(self, owner: str, token: str) -> int | None:
         """The slot now held with ``token`` (-1 without a limit), or None when all are taken."""
         if self.limit is None:
             return -1
         for slot in range(self.limit):
-            if await self.state.add(self._key(session_id, slot), token, self.ttl):
+            if await self.state.add(self._key(owner, slot), token, self.ttl):
                 return slot
         return None
 
-    async def renew(self, session_id: str, slot: int, token: str) -> None:
+    async def renew(self, owner: str, slot: int, token: str) -> None:
         if slot >= 0:
-            await self.state.set(self._key(session_id, slot), token, self.ttl)
+            await self.state.set(self._key(owner, slot), token, self.ttl)
 
-    async def give_back(self, session_id: str, slot: int, token: str) -> None:
+    async def give_back(self, owner: str, slot: int, token: str) -> None:
         if slot >= 0:
-            await self.state.delete(self._key(session_id, slot), expected=token)
+            await self.state.delete(self._key(owner, slot), expected=token)
 
 
 def check_limits(**limits: int | None) -> None:
@@ -121,4 +164,4 @@ def _too_many_sessions(transport: StreamableHTTPTransport, request_id: object) -
 async def _sessions_of(principal: str) -> int:
     from ..models import Session
 
-    return await run_in_thread(Session.objects.filter(principal=principal).count)
+    return await run_in_thread(Session.objects.filter(**counted_with(principal)).count)

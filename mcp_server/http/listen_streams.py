@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
@@ -20,14 +22,17 @@ from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY, SUBSCRIPTION
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
 from .. import ports
+from .credential_watch import ending_when_credential_lapses, refuse_if_expired
 from .errors import HTTPError
 from .event_store import request_key
+from .limits import principal_of, too_many
 from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
     from .consumer import StreamableHTTPConsumer
     from .request import Request
+    from .transport import StreamableHTTPTransport
 
 class ListenSubscription:
     """One open listen stream of this process.
@@ -143,6 +148,7 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     """
     transport = consumer.transport
     request_id = message["id"]
+    refuse_if_expired(transport, request, request_id)
     try:
         requested = parse_requested(message.get("params"), transport.options.max_subscriptions_per_session)
     except MCPError as error:
@@ -175,11 +181,46 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     subscription = ListenSubscription(request_id, honoured, sse, transport.options.listen_keepalive_interval,
                                       server.server_info_for(envelope.protocol_version),
                                       max_queued=transport.options.max_queued_stream_events)
-    registry.streams[key] = subscription
+    async with _principal_place(transport, request, request_id):
+        registry.streams[key] = subscription
+        try:
+            # Its credential lapsing ends it with its response, as a closing server does: the
+            # client opens it again once it has authenticated again.
+            async with ending_when_credential_lapses(transport, request, subscription.end):
+                await consumer.while_connected(subscription.run(), subscription.disconnected)
+        finally:
+            if registry.streams.get(key) is subscription:
+                del registry.streams[key]
+            with contextlib.suppress(Exception):
+                await sse.finish()
+
+
+@contextlib.asynccontextmanager
+async def _principal_place(transport: StreamableHTTPTransport, request: Request,
+                           request_id: Any) -> AsyncIterator[None]:
+    """One of the principal's ``max_listen_subscriptions_per_principal`` places, held (and renewed)
+    while the stream lives, in the shared state every process sees; 429 when all are held."""
+    slots, owner, token = transport.listen_slots, principal_of(request), uuid.uuid4().hex
+    slot = await slots.take(owner, token)
+    if slot is None:
+        refused = too_many(f"{slots.limit} listen streams of this client are open, the most allowed; "
+                           "close one first", transport.options.keepalive_interval)
+        refused.request_id = request_id
+        raise refused
+    renewal = asyncio.ensure_future(_renew(transport, owner, slot, token)) if slot >= 0 else None
     try:
-        await consumer.while_connected(subscription.run(), subscription.disconnected)
+        yield
     finally:
-        if registry.streams.get(key) is subscription:
-            del registry.streams[key]
-        with contextlib.suppress(Exception):
-            await sse.finish()
+        if renewal is not None:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
+        await slots.give_back(owner, slot, token)
+
+
+async def _renew(transport: StreamableHTTPTransport, owner: str, slot: int, token: str) -> None:
+    """Keep the place from lapsing while the stream lives (it lapses with a process that died)."""
+    while True:
+        await asyncio.sleep(transport.options.keepalive_interval)
+        with contextlib.suppress(Exception):  # a store that failed: the place may lapse, no more
+            await transport.listen_slots.renew(owner, slot, token)

@@ -39,7 +39,10 @@ from ..modern.request_session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
 from ..registry.guard import registry_seen_by
 from ..session import ServerSession
+from . import encoding
+from .background_share import check_background_share
 from .errors import HTTPError
+from .limits import fair_share_headers, principal_of
 from .modern_headers import HeaderMismatchError, check_modern_headers
 from .outbound import DroppingOutbound
 from .request import Request
@@ -145,6 +148,10 @@ def _envelope(request: Request, tools: Any, incoming: jsonrpc.Incoming, header_v
 
 
 async def _reply(consumer: StreamableHTTPConsumer, response: dict) -> None:
+    retry_after = fair_share_headers(response)
+    if retry_after is not None:
+        await consumer.reply_json(429, response, retry_after)  # the fair-share answer (limits.py)
+        return
     await consumer.reply_json(status_for(response), response)
 
 
@@ -156,12 +163,15 @@ def accepts_event_stream(request: Request) -> bool:
 async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming,
                  envelope: Any) -> None:
     transport = consumer.transport
+    principal_key = principal_of(request)
+    await check_background_share(transport, request, incoming, principal_key)
     # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
     stream = ResponseStream(consumer, incoming.id, transport.options.max_sse_buffer_bytes,
                             streams=accepts_event_stream(request),
                             stall_timeout=transport.options.sse_stall_timeout)
     session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
     session.act_for(consumer.principal)
+    session.principal_key = principal_key
 
     def disconnected() -> None:
         # Closing the response is this revision's cancellation (no notifications/cancelled).
@@ -193,7 +203,7 @@ class ResponseStream:
         self.max_buffered_bytes = max_buffered_bytes
         self.sse: SSEResponse | None = None
         # Made with the first notification: most responses are plain JSON and never need them.
-        self.queue: asyncio.Queue[dict | None] | None = None
+        self.queue: asyncio.Queue[tuple[str, bool] | None] | None = None
         self.writer: asyncio.Task | None = None
         self.gone = False
         self.dropped = 0
@@ -212,17 +222,19 @@ class ResponseStream:
         elif self.queue.qsize() >= MAX_BUFFERED_NOTIFICATIONS:
             self.dropped += 1
             return False
-        self.queue.put_nowait(message)
+        # Encoded here, so that a notification JSON cannot carry raises in the handler that sent
+        # it, as on every other stream, rather than in the writer.
+        self.queue.put_nowait((jsonrpc.encode(message), False))
         return True
 
     async def _write_all(self) -> None:
         assert self.sse is not None and self.queue is not None
         while True:
-            message = await self.queue.get()
-            if message is None:
+            item = await self.queue.get()
+            if item is None:
                 return
-            last = message.get("method") is None  # the response ends the stream
-            if not await self.sse.event(jsonrpc.encode(message), last=last):
+            text, last = item  # the response, last, ends the stream
+            if not await self.sse.event(text, last=last):
                 self.gone = True
             if last:
                 return
@@ -243,7 +255,9 @@ class ResponseStream:
             else:
                 await _reply(self.consumer, response)
             return
-        self.queue.put_nowait(response)  # None (cancelled) just ends the writer
+        # None (cancelled) just ends the writer.
+        self.queue.put_nowait(None if response is None else
+                              (encoding.encode(self.consumer.transport.server, response), True))
         try:
             await self.writer
         finally:

@@ -58,7 +58,9 @@ class StreamableHTTPOptions:
     max_queued_stream_events: int
     max_progress_token_length: int | None
     max_listen_subscriptions: int | None
+    max_listen_subscriptions_per_principal: int | None
     listen_keepalive_interval: float | None
+    stream_credential_check_interval: float | None
 
     def __post_init__(self) -> None:
         # None is "no other origin", as the keyword always allowed.
@@ -70,14 +72,16 @@ class StreamableHTTPOptions:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         for name in ("process_heartbeat_interval", "sse_stall_timeout"):
             _check_seconds(name, getattr(self, name))
-        if self.listen_keepalive_interval is not None:
-            _check_seconds("listen_keepalive_interval", self.listen_keepalive_interval, " or None")
+        for name in ("listen_keepalive_interval", "stream_credential_check_interval"):
+            if getattr(self, name) is not None:
+                _check_seconds(name, getattr(self, name), " or None")
         check_limits(max_sessions_per_principal=self.max_sessions_per_principal,
                      max_streams_per_session=self.max_streams_per_session,
                      max_subscriptions_per_session=self.max_subscriptions_per_session,
                      max_sse_buffer_bytes=self.max_sse_buffer_bytes,
                      max_progress_token_length=self.max_progress_token_length,
-                     max_listen_subscriptions=self.max_listen_subscriptions)
+                     max_listen_subscriptions=self.max_listen_subscriptions,
+                     max_listen_subscriptions_per_principal=self.max_listen_subscriptions_per_principal)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

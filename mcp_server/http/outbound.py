@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_protocol import jsonrpc
 
 from ..outgoing import DeliveryError
+from . import encoding
 from .event_store import GET_STREAM, event_id, post_stream
 from .session_store import SessionRecord
 from .sse import SSEResponse
@@ -74,7 +75,13 @@ class PostOutbound:
 
     async def write(self, message: dict, *, last: bool = False) -> bool:
         """Store the message, then write it here (``last``: and end the stream), or leave it for
-        a resumed stream."""
+        a resumed stream. A response JSON cannot carry is answered with -32603 in its place."""
+        try:
+            return await self._write(message, last)
+        except (TypeError, ValueError) as exc:  # what jsonrpc.encode raises, storing or writing it
+            return await self._write(encoding.stand_in(self.transport.server, message, exc), last)
+
+    async def _write(self, message: dict, last: bool) -> bool:
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
         sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)

@@ -12,6 +12,7 @@ from mcp_protocol.errors import INVALID_REQUEST
 
 from ..session import ServerSession
 from .authorization import authorize, session_of
+from .background_share import check_background_share
 from .checks import (
     check_content_type,
     check_origin_storable,
@@ -21,7 +22,7 @@ from .checks import (
 )
 from .errors import HTTPError
 from .event_store import event_id, post_stream
-from .limits import admit_principal, check_progress_token, principal_of
+from .limits import admit_principal, check_progress_token, fair_share_headers, principal_of
 from .modern import check_no_envelope, handle_modern_post, routes_here
 from .outbound import DroppingOutbound, PostOutbound
 from .redis_client import RedisUnavailable
@@ -59,12 +60,12 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
         check_standard_headers(request, incoming.method, incoming.params, incoming.id)
         check_no_envelope(request, incoming)
     if transport.options.stateless:
-        await _stateless(consumer, incoming)
+        await _stateless(consumer, request, incoming)
     elif incoming.kind == "request" and incoming.method == methods.INITIALIZE:
         await _initialize(consumer, request, incoming)
     elif incoming.kind == "request" and incoming.method == methods.SERVER_DISCOVER \
             and not request.header("mcp-session-id"):
-        await _stateless(consumer, incoming)  # sessionless, and it stores nothing (MOD-02)
+        await _stateless(consumer, request, incoming)  # sessionless, and it stores nothing (MOD-02)
     else:
         await _in_session(consumer, request, incoming)
 
@@ -79,17 +80,20 @@ def _decode(body: bytes, max_depth: int, max_containers: int) -> jsonrpc.Incomin
     return jsonrpc.classify(payload)
 
 
-async def _stateless(consumer: StreamableHTTPConsumer, incoming: jsonrpc.Incoming) -> None:
+async def _stateless(consumer: StreamableHTTPConsumer, request: Request,
+                     incoming: jsonrpc.Incoming) -> None:
     """Every POST runs against a new, empty session: nothing leaks from one to the next."""
     server = consumer.transport.server
     session = ServerSession(server, outbound=DroppingOutbound())
     session.act_for(consumer.principal)
+    session.principal_key = principal_of(request)
+    await check_background_share(consumer.transport, request, incoming, session.principal_key)
     session.requests_refused = "Stateless mode does not support server-to-client requests"
     answer = await server.handle_incoming_async(incoming, session)
     if answer is None:
         await consumer.reply(202)
     else:
-        await consumer.reply_json(200, answer)
+        await _answer_json(consumer, answer)
 
 
 async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
@@ -143,7 +147,7 @@ async def _in_session(consumer: StreamableHTTPConsumer, request: Request,
         await _notification(consumer, record, incoming)
         await consumer.reply(202)
     else:
-        await _request(consumer, record, incoming)
+        await _request(consumer, request, record, incoming)
 
 
 async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
@@ -158,10 +162,11 @@ async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
     await transport.server.handle_incoming_async(incoming, session)
 
 
-async def _request(consumer: StreamableHTTPConsumer, record: SessionRecord,
+async def _request(consumer: StreamableHTTPConsumer, request: Request, record: SessionRecord,
                    incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
     check_progress_token(incoming.params, incoming.id, transport.options.max_progress_token_length)
+    await check_background_share(transport, request, incoming, record.principal)
     if not await transport.claim_request(record.id, incoming.id):
         raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this session",
                         request_id=incoming.id)
@@ -186,7 +191,14 @@ async def _json_response(consumer: StreamableHTTPConsumer, record: SessionRecord
     if answer is None:
         await consumer.reply(202)  # cancelled: no response
     else:
-        await consumer.reply_json(200, answer)
+        await _answer_json(consumer, answer)
+
+
+async def _answer_json(consumer: StreamableHTTPConsumer, answer: dict) -> None:
+    """A request's answer as one JSON object: 200, or 429 for a fair-share refusal made while it
+    was served (a background call past its principal's share)."""
+    retry_after = fair_share_headers(answer)
+    await consumer.reply_json(200 if retry_after is None else 429, answer, retry_after)
 
 
 async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..invoke import run_in_thread
 from ..rows import insert_row
+from .limits import counted_with
 from .shared_state import SharedState
 
 # How long a session lives in the shared state when it never expires on its own.
@@ -97,7 +98,7 @@ class SessionStore:
         })
         if not count_principal:
             return None
-        return Session.objects.filter(principal=record.principal, server=record.server).count()
+        return Session.objects.filter(**counted_with(record.principal), server=record.server).count()
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """The live session with this id, or None when it is unknown or has expired."""

@@ -31,6 +31,7 @@ class HTTPServerSession(ServerSession):
         self.client_capabilities = record.client_capabilities
         self.log_level = record.log_level or None
         self.principal = principal
+        self.principal_key = record.principal
 
     @property
     def user_id(self) -> Any:  # type: ignore[override]

@@ -82,6 +82,10 @@ class StreamableHTTPTransport(Claims, Routing):
         self._challenges: Any = resource_server
         self.subscriptions = SubscriptionStore(options.max_subscriptions_per_session, self.group)
         self.stream_slots = StreamSlots(self.state, options.max_streams_per_session, self.stream_claim_ttl)
+        # The 2026-07-28 listen streams of each principal, held the same way (renewed every
+        # keepalive_interval by their process, so they lapse with it).
+        self.listen_slots = StreamSlots(self.state, options.max_listen_subscriptions_per_principal,
+                                        self.stream_claim_ttl, prefix="listen-slot")
         self._runtimes: dict[asyncio.AbstractEventLoop, Runtime] = {}
         self._background: set[asyncio.Task] = set()
         self._publish_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (

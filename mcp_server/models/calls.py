@@ -29,7 +29,8 @@ class ToolCall(models.Model):
     server = models.CharField(max_length=100, blank=True, default="", db_index=True)
     tool = models.CharField(max_length=255)
     arguments = models.JSONField(default=dict, encoder=CompactJSONEncoder)
-    # The request's params as received (``_meta`` included: progress token, modern envelope).
+    # The request's params as received (``_meta`` included: progress token, modern envelope),
+    # but for its arguments, which are the field above (``records.request_params`` joins them).
     params = models.JSONField(default=dict, encoder=CompactJSONEncoder)
     # The session it belongs to ("" for a 2026-07-28 request, which has none), and the request's
     # id as sent (``request_key`` is the id as a stream key, to find the call by its request).
@@ -41,9 +42,15 @@ class ToolCall(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="mcp_tool_calls",
     )
+    # Whether a user sent it: the record stays when that user is deleted (owner then None), and
+    # must not then pass for a call of a caller with no user (the Tasks extension's access rule).
+    owned = models.BooleanField(default=False)
     # Who sent it, as the tool sees it on ``server_context.principal``: the scopes, OAuth client,
     # expiry, subject and how it authenticated (the user is ``owner``); None when nobody did.
     principal = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
+    # Whom the call counts against for MAX_BACKGROUND_CALLS_PER_PRINCIPAL, as sessions count
+    # (``Session.principal``): "user:<pk>", "token:<hash of client and subject>", "address:<ip>".
+    principal_key = models.CharField(max_length=255, blank=True, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     # How its messages reach the client: "stream" (stored on the session's POST stream, resumable
     # on any process), "relay" (through the web process that holds the request) or "local".
@@ -79,7 +86,8 @@ class ToolCall(models.Model):
 
     class Meta:
         verbose_name = "MCP tool call"
-        indexes = [models.Index(fields=["session_id", "request_key"], name="mcp_call_request")]
+        indexes = [models.Index(fields=["session_id", "request_key"], name="mcp_call_request"),
+                   models.Index(fields=["principal_key", "state"], name="mcp_call_principal")]
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.id}, {self.state})"

@@ -25,8 +25,9 @@ class Session(models.Model):
     # The server that serves it (its transport's channel-layer group): servers that share one
     # database see only their own sessions and subscriptions.
     server = models.CharField(max_length=100, blank=True, default="", db_index=True)
-    # Who opened it, for the limit of sessions per principal: "user:<pk>", or "address:<client
-    # address>" for an anonymous client.
+    # Who opened it, for the limit of sessions per principal: "user:<pk>", "token:<digest>" for a
+    # token with no user ("share:<group>/token:<digest>" when it is counted with a group), or
+    # "address:<client address>" for an anonymous client.
     principal = models.CharField(max_length=255, blank=True, default="", db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity = models.DateTimeField(db_index=True)

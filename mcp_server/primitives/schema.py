@@ -14,6 +14,7 @@ from mcp_protocol.json_schema import (
 from mcp_protocol.param_headers import header_paths
 
 from ..errors import SchemaValidationError
+from .declared import Declared, declared_by
 
 
 class _Schema:
@@ -55,6 +56,7 @@ class InputSchema(_Schema):
         super().__init__(schema, **keywords)
         # Checked now, so a bad annotation fails at import time; kept for the HTTP checks.
         self.header_paths = header_paths(self.schema)
+        self._declared: Declared | None = None
 
     def _with_root(self, schema: dict) -> dict:
         if schema.get("type", "object") != "object":
@@ -67,6 +69,13 @@ class InputSchema(_Schema):
 
     def missing_required(self, arguments: dict) -> list[str]:
         return [name for name in self.required if name not in arguments]
+
+    def declared(self, arguments: dict) -> dict:
+        """``arguments`` without those this schema does not declare (see ``declared.py``): what a
+        background call keeps and runs with."""
+        if self._declared is None:
+            self._declared = declared_by(self.schema)
+        return self._declared.keep(arguments)
 
 
 class OutputSchema(_Schema):

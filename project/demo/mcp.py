@@ -117,10 +117,17 @@ LANGUAGES = ["english", "french", "german", "italian", "spanish"]
 STYLES = ["casual", "formal", "pirate"]
 
 
-@mcp_server.tool(background=True)
+# A background call holds a worker for as long as it runs: its schema bounds how long (a client's
+# to=10**18 would hold one until cancelled); arguments outside it are refused before any is queued.
+MAX_COUNT = 600  # ten minutes
+
+
+@mcp_server.tool(background=True, input_schema={
+    "properties": {"to": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "default": 5}}})
 def count_in_background(server_context: ServerContext, to: int = 5) -> str:
-    """Count to ``to``, one step a second, with progress: a long call, run by a Celery worker when
-    the project has a broker (CELERY_BROKER_URL), else in the web process. Cancel it any time.
+    """Count to ``to`` (at most 600), one step a second, with progress: a long call, run by a Celery
+    worker when the project has a broker (CELERY_BROKER_URL), else in the web process. Cancel it
+    any time.
 
     The same code serves every client: a 2026-07-28 client that declares the Tasks extension gets
     a task handle at once and polls it (its progress is the task's statusMessage); any other

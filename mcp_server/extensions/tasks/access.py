@@ -2,7 +2,9 @@
 
 The creator is the Django user of the session or token when there is one; else the OAuth
 principal's client and subject; else nobody (an anonymous server, where the unguessable id is
-the only key). Anyone else is told the task does not exist, so its existence is not leaked.
+the only key). Anyone else is told the task does not exist, so its existence is not leaked. A task
+whose user was deleted is seen by nobody: its row stays (``owner`` is then None), and must not
+pass for the task of a caller with no user.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def may_see(call: ToolCall, session: Any) -> bool:
 def may_see_as(call: ToolCall, user_id: Any, principal: dict | None) -> bool:
     if call.owner_id is not None:
         return user_id is not None and str(user_id) == str(call.owner_id)
+    if call.owned:  # its user was deleted
+        return False
     if call.principal:
         return principal is not None and all(
             principal.get(key) == call.principal.get(key) for key in ("client_id", "subject"))

@@ -16,6 +16,7 @@ from ...background import records
 from ...background.launch import WORKER_STOPPED, cancel_call, request_transport
 from ...background.recovery import run_again
 from ...models import ToolCall
+from ...mrtr import checked_input_responses
 from . import Tasks, missing_capability, request_capabilities, store
 from .access import may_see
 from .notify import publish
@@ -32,10 +33,7 @@ async def get_task(ctx: Any) -> dict[str, Any]:
 
 async def update_task(ctx: Any) -> dict[str, Any]:
     call = await _task_of(ctx, "update")
-    responses = ctx.params.get("inputResponses")
-    if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
-        raise InvalidParamsError(
-            "Invalid params: inputResponses must be an object mapping each key to a result object")
+    responses = checked_input_responses(ctx.params.get("inputResponses"))
     if await store.answer(call.id, responses):
         await publish(call.id, request_transport(ctx))
     return {}

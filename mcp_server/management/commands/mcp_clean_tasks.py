@@ -1,8 +1,10 @@
-"""``python manage.py mcp_clean_tasks``: delete finished tasks older than their TTL.
+"""``python manage.py mcp_clean_tasks``: delete finished tasks older than their TTL, and finished
+background calls older than their retention.
 
 ``MCP_SERVER["TASK_TTL_MS"]`` says how long a task stays readable; past it ``tasks/get`` answers
-"expired" and this deletes the record. The Celery beat entry ``mcp_server.clean_tasks`` runs the
-same cleanup periodically (see the README).
+"expired" and this deletes the record. ``MCP_SERVER["BACKGROUND_CALL_RETENTION"]`` says how long
+the record of another background call is kept once it finished. The Celery beat entry
+``mcp_server.clean_tasks`` runs the same cleanup periodically (see the README).
 """
 
 from __future__ import annotations
@@ -11,15 +13,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from mcp_server.extensions.tasks.cleanup import clean_expired_tasks
+from mcp_server.extensions.tasks.cleanup import clean
 
 
 class Command(BaseCommand):
-    help = "Delete finished tasks (Tasks extension) created longer than MCP_SERVER['TASK_TTL_MS'] ago."
+    help = ("Delete finished tasks (Tasks extension) created longer than MCP_SERVER['TASK_TTL_MS'] ago, and "
+            "other finished background calls older than MCP_SERVER['BACKGROUND_CALL_RETENTION'].")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        deleted = clean_expired_tasks()
-        if deleted is None:
-            self.stdout.write("MCP_SERVER['TASK_TTL_MS'] is None: tasks never expire; nothing deleted.")
-        else:
-            self.stdout.write(f"Deleted {deleted} expired task(s).")
+        cleaned = clean()
+        summary = cleaned.summary()
+        self.stdout.write(summary[0].upper() + summary[1:] + ".")

@@ -159,9 +159,9 @@ def test_streams_end_when_their_token_expires_with_no_re_check(django_db_blocker
     require_services()
     with django_db_blocker.unblock():
         server = DaphneServer(mcp_settings={**PROTECTED, "STREAM_CREDENTIAL_CHECK_INTERVAL": None})
-    issuer = Issuer(server)
     streams: list = []
     try:
+        issuer = Issuer(server)
         token = issuer.token()
         # Time enough to open both streams first, on a loaded machine too.
         expire_in(token, 8)

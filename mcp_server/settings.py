@@ -258,7 +258,8 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     # Seconds after which a dynamically registered client that holds no token (it never got one,
     # or they are all gone) counts as abandoned (manage.py mcp_prune_oauth_clients).
     "ABANDONED_CLIENT_AGE": 7 * 24 * 3600,
-    # Where the consent page sends a visitor who is not logged in; None: Django's LOGIN_URL.
+    # Where the consent page sends a visitor who is not logged in; None: the app's own login page
+    # (oauth/login/, wrong passwords counted per LOGIN_FAILURE_RATE).
     "LOGIN_URL": None,
     # Let dynamically registered clients use client_credentials, whose tokens have no user behind
     # them: with open registration, anyone could then get a token of their own. False: such a

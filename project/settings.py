@@ -148,9 +148,6 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
 }
 
-# Where the OAuth consent page sends a visitor who is not logged in (project/urls.py).
-LOGIN_URL = "/accounts/login/"
-
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

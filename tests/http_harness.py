@@ -103,10 +103,13 @@ class DaphneServer(ChildProcess):
             **(env or {}),
         }
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        # ``server="uvicorn"`` serves the same application with uvicorn (whose send() waits).
-        address = ["-b", "127.0.0.1", "-p"] if server == "daphne" else ["--host", "127.0.0.1", "--port"]
+        # ``server="uvicorn"`` or ``"hypercorn"`` serves the same application with that server
+        # (whose send() waits for the client).
+        address = {"daphne": ["-b", "127.0.0.1", "-p", str(self.port)],
+                   "uvicorn": ["--host", "127.0.0.1", "--port", str(self.port)],
+                   "hypercorn": ["-b", f"127.0.0.1:{self.port}"]}[server]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", server, *address, str(self.port), application],
+            [sys.executable, "-m", server, *address, application],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         if wait:

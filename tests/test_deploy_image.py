@@ -105,3 +105,42 @@ def test_every_copy_source_of_the_dockerfile_is_in_the_build_context():
     built = subprocess.run(["docker", "build", "-f", str(DOCKERFILE), "-t", "django-mcp-sdk:test", REPO],
                            capture_output=True, text=True, timeout=1800)
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+
+
+def compose_service(name: str) -> str:
+    """The text of one service of docker-compose.yml (up to the next one at its indent)."""
+    text = (Path(REPO) / "docker-compose.yml").read_text()
+    found = re.search(rf"^  {name}:\n((?:    .*\n|\s*\n)*)", text, re.MULTILINE)
+    assert found, f"docker-compose.yml has no service {name}"
+    return found.group(1)
+
+
+def volume_path(service: str, volume: str) -> str:
+    found = re.search(rf"^\s+- {volume}:([^:\s]+)", compose_service(service), re.MULTILINE)
+    assert found, f"the {service} service mounts no {volume} volume"
+    return found.group(1)
+
+
+def test_nginx_serves_the_static_files_the_image_collected():
+    from django.conf import settings
+
+    # The image gathers them where the settings say: STATIC_ROOT, under the image's /app.
+    dockerfile = DOCKERFILE.read_text()
+    assert re.search(r"^RUN .*python manage\.py collectstatic --noinput", dockerfile, re.MULTILINE)
+    assert re.search(r"^WORKDIR /app$", dockerfile, re.MULTILINE)
+    static_root = "/app/" + Path(settings.STATIC_ROOT).relative_to(REPO).as_posix()
+    # Each start copies them to the shared volume, before nginx starts.
+    collect = compose_service("collectstatic")
+    assert "command: python manage.py collectstatic --noinput --clear" in collect
+    assert volume_path("collectstatic", "static") == static_root
+    nginx = compose_service("nginx")
+    assert re.search(r"collectstatic:\n\s+condition: service_completed_successfully", nginx)
+    served_from = volume_path("nginx", "static")
+    assert re.search(rf"- static:{served_from}:ro", nginx)
+    # nginx answers STATIC_URL from that volume itself.
+    conf = (Path(REPO) / "deploy" / "nginx.conf").read_text()
+    prefix = "/" + settings.STATIC_URL.strip("/") + "/"
+    location = re.search(rf"location {re.escape(prefix)} \{{([^}}]*)\}}", conf)
+    assert location, f"nginx.conf has no location {prefix}"
+    assert re.search(rf"^\s*alias {re.escape(served_from)}/;", location.group(1), re.MULTILINE)
+    assert "proxy_pass" not in location.group(1)

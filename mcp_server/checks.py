@@ -135,3 +135,52 @@ def check_list_changed_interval(app_configs: Any = None, **kwargs: Any) -> list[
         return [checks.Error(f"MCP_SERVER['LIST_CHANGED_MIN_INTERVAL'] must be a number of seconds, 0 or "
                              f"more, not {interval!r}", id="mcp_server.E040")]
     return []
+
+
+@checks.register()
+def check_asgi_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """ENDPOINT_PATH and SERVE_STATIC, read by mcp_server.asgi when the first process starts."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .asgi import endpoint_path
+
+    errors: list[checks.CheckMessage] = []
+    try:
+        endpoint_path()
+    except ImproperlyConfigured as exc:
+        errors.append(checks.Error(str(exc), id="mcp_server.E070"))
+    if mcp_settings.SERVE_STATIC not in (None, True, False):
+        errors.append(checks.Error(f"MCP_SERVER['SERVE_STATIC'] must be None, True or False, not "
+                                   f"{mcp_settings.SERVE_STATIC!r}", id="mcp_server.E071"))
+    return errors
+
+
+RUNSERVER_HINT = (
+    'List "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = "mysite.asgi.application" '
+    "(the asgi.py whose application is mcp_server.asgi.get_asgi_application()); or serve the "
+    "project with `daphne mysite.asgi:application` or `uvicorn mysite.asgi:application`."
+)
+
+
+@checks.register()
+def check_runserver_serves_the_endpoint(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``runserver`` serves the endpoint only as daphne's (ASGI) command; Django's own is WSGI and
+    answers the endpoint's path with a bare 404."""
+    import sys
+
+    from django.apps import apps
+    from django.core.management import get_commands
+
+    if get_commands().get("runserver") == "daphne":
+        return []
+    if apps.is_installed("daphne"):  # listed after staticfiles, whose runserver then wins
+        return [checks.Warning(
+            "'daphne' comes after 'django.contrib.staticfiles' in INSTALLED_APPS, so runserver is "
+            "Django's WSGI server, which does not serve the MCP endpoint.",
+            hint="Move 'daphne' to the top of INSTALLED_APPS.", id="mcp_server.W070")]
+    # Said only when runserver starts: a project served by uvicorn needs no daphne.
+    if sys.argv[1:2] == ["runserver"]:
+        return [checks.Warning(
+            "runserver is Django's WSGI server here: it does not serve the MCP endpoint "
+            f"({mcp_settings.ENDPOINT_PATH} answers 404).", hint=RUNSERVER_HINT, id="mcp_server.W071")]
+    return []

@@ -86,6 +86,14 @@ DEFAULTS: dict[str, Any] = {
     # the pollIntervalMs the server suggests to clients that poll tasks/get.
     "TASK_TTL_MS": 3_600_000,
     "TASK_POLL_INTERVAL_MS": 1000,
+    # The path mcp_server.asgi.get_asgi_application() (and mcp_urlpatterns()) serves the default
+    # server at: "/" then at least one character, no query.
+    "ENDPOINT_PATH": "/mcp",
+    # Whether get_asgi_application() serves STATIC_URL itself (with WhiteNoise: STATIC_ROOT after
+    # collectstatic, and the apps' own files too when DEBUG or WHITENOISE_USE_FINDERS). None: when
+    # django.contrib.staticfiles is installed, STATIC_URL is a path of this site, and DEBUG is on
+    # or STATIC_ROOT is set. False leaves static files to a web server in front (nginx).
+    "SERVE_STATIC": None,
     # Streamable HTTP (the /mcp endpoint), with the option names of StreamableHTTPTransport.
     # No session ids and no server-to-client messages; every POST stands alone.
     "STATELESS": False,

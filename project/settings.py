@@ -153,6 +153,12 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# Where `manage.py collectstatic` gathers the static files (admin's styles and scripts): served by
+# the ASGI application itself (mcp_server.asgi, with WhiteNoise) or by a web server in front
+# (deploy/nginx.conf). DJANGO_STATIC_ROOT moves it.
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles"
+# In development the apps' own files are served as they are, without collectstatic.
+WHITENOISE_USE_FINDERS = DEVELOPMENT
 
 MCP_SERVER = {
     "NAME": "django-mcp-demo",

@@ -550,7 +550,9 @@ def test_every_setting_is_covered_here():
                # Its keys: tests/test_authorization_server*.py.
                "AUTHORIZATION_SERVER",
                # tests/test_registry_coalescing.py.
-               "LIST_CHANGED_MIN_INTERVAL"}
+               "LIST_CHANGED_MIN_INTERVAL",
+               # tests/test_asgi_application.py.
+               "ENDPOINT_PATH", "SERVE_STATIC"}
     assert covered == set(DEFAULTS)
 
 

@@ -248,9 +248,9 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
 
 
 async def _answer_if_untaken(transport: StreamableHTTPTransport, call_id: str) -> None:
-    """While the stream waits for the worker: a call no worker takes within the bound gets its
-    error on the stream, written as a worker writes its response (stored, then handed to whoever
-    holds the stream), and its request is let go of."""
+    """While the stream waits for the worker: a call no worker takes within the bound lets go of
+    its request and gets its error on the stream, written as a worker writes its response
+    (stored, then handed to whoever holds the stream)."""
     interval = transport.options.process_heartbeat_interval
     try:
         call = await records.get(call_id)
@@ -259,9 +259,10 @@ async def _answer_if_untaken(transport: StreamableHTTPTransport, call_id: str) -
             call = await records.get(call_id)
             error = await expire_if_untaken(call) if call is not None else None
             if error is not None:
+                # The id first: the client may send it again as soon as it reads the error.
+                await transport.let_go_of_request(call.session_id, call.request_id)
                 await transport.deliver(call.session_id, post_stream(call.request_id),
                                         jsonrpc.error_from(call.request_id, error))
-                await transport.let_go_of_request(call.session_id, call.request_id)
                 return
     except Exception as exc:  # the stream still ends when the call does; only the bound is lost
         logger.warning("watching whether a worker takes %s failed: %s", call_id, exc)

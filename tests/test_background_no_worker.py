@@ -12,8 +12,9 @@ from mcp_server.models import ToolCall
 
 from .celery_support import redis_broker
 from .http_cluster import REDIS_HOST, REDIS_PORT, cluster, new_session, redis_client, require_services
+from .http_support import in_thread
 from .modern_support import envelope, post_over_http
-from .waiting import wait_until
+from .waiting import PATIENCE, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,14 +51,16 @@ def the_record(delivery: str) -> ToolCall:
 
 def test_a_call_on_a_handshake_sse_stream_gets_the_error_on_its_stream(url):
     client = new_session(url)
-    exchange = client.request("tools/call", {"name": "background_job", "arguments": {"steps": 1}})
+    # On a thread: without the bound, keepalives would hold the stream open for ever.
+    exchange = in_thread(client.request, "tools/call",
+                         {"name": "background_job", "arguments": {"steps": 1}}).result(PATIENCE)
     assert exchange.headers["content-type"].startswith("text/event-stream")
     assert exchange.response["error"] == {"code": -32603, "message": UNTAKEN}
     assert the_record("stream").request_id == exchange.response["id"]
     assert queued_on_the_broker() >= 1
     # The request's id is free again: the same id may be sent once more (and fails the same way).
-    again = client.request("tools/call", {"name": "background_job", "arguments": {"steps": 1}},
-                           request_id=exchange.response["id"])
+    again = in_thread(client.request, "tools/call", {"name": "background_job", "arguments": {"steps": 1}},
+                      request_id=exchange.response["id"]).result(PATIENCE)
     assert again.response["error"]["message"] == UNTAKEN
 
 

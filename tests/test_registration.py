@@ -550,7 +550,9 @@ def test_every_setting_is_covered_here():
                # Its keys: tests/test_authorization_server*.py.
                "AUTHORIZATION_SERVER",
                # tests/test_registry_coalescing.py.
-               "LIST_CHANGED_MIN_INTERVAL"}
+               "LIST_CHANGED_MIN_INTERVAL",
+               # tests/test_background_no_worker.py, tests/test_first_hour_checks.py (E023).
+               "BACKGROUND_CALL_QUEUE_TIMEOUT"}
     assert covered == set(DEFAULTS)
 
 

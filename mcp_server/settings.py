@@ -191,6 +191,11 @@ DEFAULTS: dict[str, Any] = {
     # The optional OAuth 2.1 authorization server app (mcp_server.authorization_server): a dict of
     # the keys of AUTHORIZATION_SERVER_DEFAULTS below; the keys it leaves out keep their defaults.
     "AUTHORIZATION_SERVER": {},
+    # Seconds a background call may wait in the Celery queue for a worker to take it (None:
+    # forever). Past it the call fails with an error that says no worker took it and names the
+    # broker: a JSON-RPC error (-32603) for its client, a failed task over the Tasks extension,
+    # and the record in the database says so. Raise it when calls often wait for busy workers.
+    "BACKGROUND_CALL_QUEUE_TIMEOUT": 60,
 }
 
 # MCP_SERVER["RESOURCE_SERVER"]: a project sets only the keys it changes; an unknown key is an error.

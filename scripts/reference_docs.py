@@ -76,10 +76,10 @@ def _dict_settings(node: ast.Dict, source: str, comments: dict, prefix: list[str
         elif not lines[key.lineno - 2].strip():  # a blank line ends what a block introduced
             shared = ""
         comment = " ".join(inline) or (" ".join(above) if above else shared)
-        if isinstance(value, ast.Dict) and value.keys and all(isinstance(k, ast.Constant) for k in value.keys) \
-                and any(comments.get(n) for n in range(value.lineno, value.end_lineno + 1)):
-            found.append(Setting(prefix + [name], "{...}", None, comment))
-            found.extend(_dict_settings(value, source, comments, prefix + [name]))
+        nested = isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys)
+        if nested and value.keys and any(comments.get(n) for n in range(value.lineno, value.end_lineno + 1)):
+            found.append(Setting([*prefix, name], "{...}", None, comment))
+            found.extend(_dict_settings(value, source, comments, [*prefix, name]))
             shared = ""
             continue
         text = ast.get_source_segment(source, value) or ""
@@ -87,7 +87,7 @@ def _dict_settings(node: ast.Dict, source: str, comments: dict, prefix: list[str
             evaluated = eval(compile(ast.Expression(value), "<default>", "eval"), {"__builtins__": {}})
         except Exception:
             evaluated = None
-        found.append(Setting(prefix + [name], text, evaluated, comment))
+        found.append(Setting([*prefix, name], text, evaluated, comment))
     return found
 
 
@@ -164,7 +164,8 @@ def settings_page() -> str:
     table(server)
     out.extend(["## MCP_CLIENT", "",
                 "The settings of the client's optional Django app, `mcp_client.contrib.django`, which keeps",
-                "OAuth registrations and tokens in the database ([Client](../client.md#oauth-21-in-the-client)).",
+                "OAuth registrations and tokens in the database",
+                "([Client](../client.md#in-the-database)).",
                 ""])
     table(client)
     return "\n".join(out)
@@ -231,8 +232,8 @@ def commands_page() -> str:
             for action in own:
                 flags = ", ".join(action.option_strings) or action.dest
                 if action.option_strings and action.nargs != 0:
-                    metavar = action.metavar or (
-                        "{" + ",".join(map(str, action.choices)) + "}" if action.choices else action.dest.upper())
+                    choices = "{" + ",".join(map(str, action.choices)) + "}" if action.choices else None
+                    metavar = action.metavar or choices or action.dest.upper()
                     flags += f" {metavar}"
                 out.append(f"| `{_cell(flags)}` | {_cell(' '.join(expand(action).split()))} |")
             out.append("")
@@ -262,8 +263,9 @@ def _text(node: ast.AST | None, source: str) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(part.value if isinstance(part, ast.Constant) else
-                       "{" + (ast.get_source_segment(source, part.value) or "...") + "}" for part in node.values)
+        return "".join(part.value if isinstance(part, ast.Constant)
+                       else "{" + (ast.get_source_segment(source, part.value) or "...") + "}"
+                       for part in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _text(node.left, source) + _text(node.right, source)
     if isinstance(node, ast.IfExp):

@@ -139,7 +139,8 @@ def test_every_setting_is_in_the_reference():
 
 def test_every_management_command_is_in_the_reference():
     commands = sorted(path.stem for package in ("mcp_server", "mcp_client")
-                      for path in (ROOT / package).rglob("management/commands/*.py") if path.stem != "__init__")
+                      for path in (ROOT / package).rglob("management/commands/*.py")
+                      if path.stem != "__init__")
     assert "mcp_stdio" in commands and "mcp_client_rotate_keys" in commands
     reference = (REFERENCE / "commands.md").read_text()
     assert [name for name in commands if f"\n## {name}\n" not in reference] == []
@@ -154,8 +155,8 @@ def test_every_system_check_id_is_in_the_reference():
 
 
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
-    require(importlib.util.find_spec("mkdocs") is not None and importlib.util.find_spec("material") is not None,
-            "mkdocs and mkdocs-material are not installed (pip install -e '.[docs]')")
+    installed = all(importlib.util.find_spec(name) is not None for name in ("mkdocs", "material"))
+    require(installed, "mkdocs and mkdocs-material are not installed (pip install -e '.[docs]')")
     site = tmp_path / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                           capture_output=True, text=True, cwd=ROOT,

@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_SCOPE": None,
     # Highest handshake revision to negotiate; None means the latest (2025-11-25).
     "PROTOCOL_VERSION": None,
+    # Check tool call arguments against the input schema, and structured results against the
+    # output schema.
     "VALIDATE_TOOL_CALL_ARGUMENTS": True,
     "VALIDATE_TOOL_CALL_RESULTS": False,
     # Dotted paths of hooks: exception_reporter(exc, context), around_request(data, call_next),
@@ -41,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "EXCEPTION_REPORTER": None,
     "AROUND_REQUEST": None,
     "INSTRUMENTATION_CALLBACK": None,
+    # Pass the server_context dict to the two hooks above.
     "INSTRUMENT_SERVER_CONTEXT": False,
     # Dotted path of the class the default server is built from.
     "SERVER_CLASS": "mcp_server.server.Server",
@@ -102,6 +105,7 @@ DEFAULTS: dict[str, Any] = {
     # Hosts and Origins accepted besides loopback; None means Django's ALLOWED_HOSTS.
     "ALLOWED_HOSTS": None,
     "ALLOWED_ORIGINS": [],
+    # Check Host and Origin (403 otherwise) against the two lists above.
     "DNS_REBINDING_PROTECTION": True,
     # Seconds of inactivity after which a session expires (None: never).
     "SESSION_IDLE_TIMEOUT": 1800,
@@ -109,6 +113,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_SESSIONS": 10_000,
     # Dotted path of validator(request, session_id) -> bool, run on every request of a session.
     "SESSION_REQUEST_VALIDATOR": None,
+    # Largest request body (413 past it), and deepest nesting of objects and arrays in it (400).
     "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
     "MAX_JSON_DEPTH": 64,
     # Objects and arrays in one request body at most (400, -32700 past it): a body of a million
@@ -123,7 +128,7 @@ DEFAULTS: dict[str, Any] = {
     "PROCESS_HEARTBEAT_INTERVAL": 5,
 
     # Fair share: what one client may hold at once (None: no limit). Past a limit the client gets
-    # HTTP 429 with Retry-After (the README's "Limits" table).
+    # HTTP 429 with Retry-After (docs/production.md, "Limits").
     # Sessions open at once per principal: the Django user, or the client address when anonymous.
     "MAX_SESSIONS_PER_PRINCIPAL": 100,
     # Listening streams open at once per session (its GET stream plus resumed POST streams).
@@ -216,7 +221,7 @@ RESOURCE_SERVER_DEFAULTS: dict[str, Any] = {
     "USER_RESOLVER": None,
     # JWTAuthentication: access tokens as JWTs verified against the issuer's JWKS.
     "JWT": {
-        "JWKS_URL": None,
+        "JWKS_URL": None,            # the authorization server's JWKS
         "ISSUER": None,              # required "iss"; None: not checked
         "AUDIENCE": None,            # required "aud"; None: RESOURCE
         "ALGORITHMS": ["RS256", "ES256"],  # asymmetric only: HS* and none are refused
@@ -227,9 +232,9 @@ RESOURCE_SERVER_DEFAULTS: dict[str, Any] = {
     },
     # IntrospectionAuthentication: opaque tokens checked with RFC 7662 token introspection.
     "INTROSPECTION": {
-        "ENDPOINT": None,
+        "ENDPOINT": None,            # the RFC 7662 introspection endpoint
         "CLIENT_ID": None,           # HTTP Basic credentials of this resource server
-        "CLIENT_SECRET": None,
+        "CLIENT_SECRET": None,       # (both or neither)
         "AUDIENCE": None,            # required in the answer's "aud"; None: RESOURCE
         "CACHE_SECONDS": 60,         # an active answer is reused this long at most, never past exp
         "CACHE_SIZE": 10_000,        # answers kept per process at most

@@ -2,7 +2,7 @@
 
 A ``sh`` block holds commands, one a line (``#`` comments and blank lines aside). A ``python``
 block whose first line is ``# <path>`` is that file, whole; ``# <path>: add at the end`` is text to
-append to it.
+append to it (a remark may follow, as in ``# mysite/urls.py: add at the end (at the root)``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-FILE_HEADER = re.compile(r"^# (?P<path>[\w./-]+\.\w+)(?P<append>: add at the end)?\s*$")
+# "# mysite/urls.py: add at the end (why, maybe)" or "# shop/mcp.py".
+FILE_HEADER = re.compile(r"^# (?P<path>[\w./-]+\.\w+)(?:(?P<append>: add at the end)\b.*)?\s*$")
 
 
 @dataclass(frozen=True)

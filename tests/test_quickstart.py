@@ -37,7 +37,7 @@ from .waiting import PATIENCE, wait_until
 
 SERVERS = ("daphne", "uvicorn", "runserver")
 # Documented apps, each added as its page says (its `# mysite/...: add at the end` blocks).
-APP_PAGES = ("authorization_server.md", "rest_api.md", "client.md")
+APP_PAGES = ("authorization_server.md", "rest_api.md", "client.md", "admin.md")
 INSTALL_TIMEOUT = 900  # pip installing everything from the package index, on a loaded machine
 
 
@@ -119,7 +119,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "the package index (for the build's setuptools) is not reachable")
     assert built.returncode == 0, built.stdout + built.stderr
     files = sorted(out.iterdir())
-    assert [f.suffix for f in files] == [".gz", ".whl"], files
+    assert sorted(f.suffix for f in files) == [".gz", ".whl"], files
     checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, files)],
                              capture_output=True, text=True, timeout=PATIENCE)
     assert checked.returncode == 0 and checked.stdout.count("PASSED") == 2, checked.stdout + checked.stderr
@@ -160,11 +160,15 @@ def test_the_quickstart_installs_the_wheel_on_this_django(quickstart: Quickstart
     [wheel] = dist.glob("*.whl")
     installed = json.loads(quickstart.python(
         "import json, django, mcp_server, importlib.metadata as m; "
-        "d = m.distribution('django-mcp-sdk'); "
-        "print(json.dumps([django.__version__, mcp_server.__file__, d.read_text('direct_url.json')]))"))
-    assert installed[0].split(".")[:2] == [str(part) for part in django.VERSION[:2]], installed
-    assert "site-packages" in installed[1] and str(REPO) not in installed[1], installed
-    assert wheel.name in (installed[2] or ""), f"django-mcp-sdk did not come from {wheel.name}: {installed}"
+        "record = m.distribution('django-mcp-sdk').read_text('RECORD'); "
+        "print(json.dumps([django.__version__, mcp_server.__file__, record]))"))
+    assert installed[0].split(".")[:2] == [str(part) for part in django.VERSION[:2]], installed[:2]
+    assert "site-packages" in installed[1] and str(REPO) not in installed[1], installed[:2]
+    # Every file with its hash, as the built wheel lists them: this is the wheel, not another build.
+    with zipfile.ZipFile(wheel) as archive:
+        record = next(name for name in archive.namelist() if name.endswith(".dist-info/RECORD"))
+        built = {line for line in archive.read(record).decode().splitlines() if ",sha256=" in line}
+    assert built and built <= set(installed[2].splitlines()), f"django-mcp-sdk did not come from {wheel.name}"
 
 
 def test_stdio_lists_and_calls_the_apps_tools(quickstart: Quickstart):
@@ -249,10 +253,14 @@ def admin_styles(url: str) -> None:
 def documented_apps(quickstart: Quickstart) -> subprocess.CompletedProcess:
     """The project with each documented app added as its page says, migrated and checked; the
     HTTP tests above ran on the quickstart's project alone."""
+    # The client's token storage reads its encryption key from the environment, as its page says.
+    from cryptography.fernet import Fernet
+
+    quickstart.env["MCP_CLIENT_OAUTH_KEY"] = Fernet.generate_key().decode()
     for page in APP_PAGES:
         for block in blocks((REPO / "docs" / page).read_text()):
             if block.file and block.file[1]:
-                apply_file_block(block, quickstart.root, {})
+                apply_file_block(block, quickstart.project, {})
     run("python manage.py migrate --noinput", quickstart.project, quickstart.env)
     return subprocess.run("python manage.py check --fail-level WARNING", shell=True, cwd=quickstart.project,
                           env=quickstart.env, capture_output=True, text=True, timeout=PATIENCE)
@@ -281,7 +289,7 @@ def consent_page(url: str) -> None:
             "response_types": ["code"]})
         assert registered.status_code == 201, registered.text
         client_id = registered.json()["client_id"]
-        authorize = ("/oauth/authorize/?" + httpx.QueryParams({
+        authorize = "/oauth/authorize/?" + str(httpx.QueryParams({
             "response_type": "code", "client_id": client_id, "redirect_uri": redirect_uri,
             "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "code_challenge_method": "S256",
             "state": "quickstart"}))

@@ -375,7 +375,6 @@ def test_an_oversized_upload_is_refused_without_being_held(server, chunked):
     assert client.request("ping").response["result"] == {}
 
 
-@pytest.mark.feature("HTTP-05")
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_a_client_that_sends_its_whole_oversized_body_before_reading_gets_the_413(server, chunked):
     # As a simple client does: the whole upload first, then the answer. Closing the connection

@@ -62,6 +62,8 @@ _HELD: dict[tuple[int, int], RedisLease] = {}
 _RENEW = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
           "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0")
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+_HAND_BACK = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
+              "return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end return 0")
 
 
 class RedisLease:
@@ -79,14 +81,17 @@ class RedisLease:
         self.waiting_for: str | None = None  # the other run's lease while this one waits
         self._stop = threading.Event()
         self._renewal: threading.Thread | None = None
+        self._outer: RedisLease | None = None  # this process's lease it took over, if nested
 
     def __str__(self) -> str:
         return f"Redis database {self.db} on {REDIS_HOST}:{self.port}"
 
     def acquire(self, patience: float = LEASE_PATIENCE) -> None:
-        """Wait until no other run holds the database, then hold it and flush it."""
-        if (self.port, self.db) in _HELD:
-            raise RuntimeError(f"{self} is already used by another cluster of this test process")
+        """Wait until no other run holds the database, then hold it and flush it.
+
+        A cluster nested in another of this process on the same database (a test beside its
+        module's cluster) flushes it at once, as it always did, and hands it back when it ends."""
+        self._outer = _HELD.get((self.port, self.db))
         with redis_client(self.db, self.port) as client:
             try:
                 wait_until(lambda: self._take(client), patience, interval=0.2)
@@ -106,7 +111,7 @@ class RedisLease:
             try:
                 pipeline.watch(LEASE_KEY)
                 holder = pipeline.get(LEASE_KEY)
-                if holder is not None:
+                if holder is not None and (self._outer is None or holder != self._outer.token):
                     self.waiting_for = holder
                     return False
                 pipeline.multi()
@@ -139,10 +144,17 @@ class RedisLease:
         self._stop.set()
         if self._renewal is not None:
             self._renewal.join()
-        _HELD.pop((self.port, self.db), None)
+        if self._outer is not None:
+            _HELD[(self.port, self.db)] = self._outer
+        else:
+            _HELD.pop((self.port, self.db), None)
         # A lease Redis did not take back lapses LEASE_TTL seconds later.
         with contextlib.suppress(Exception), redis_client(self.db, self.port) as client:
-            client.eval(_RELEASE, 1, LEASE_KEY, self.token)
+            if self._outer is None:
+                client.eval(_RELEASE, 1, LEASE_KEY, self.token)
+            else:
+                client.eval(_HAND_BACK, 1, LEASE_KEY, self.token, self._outer.token,
+                            int(LEASE_TTL * 1000))
 
 
 @contextlib.contextmanager

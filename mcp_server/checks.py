@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
 
 from .settings import mcp_settings
+
+# Checks run for manage.py mcp_stdio, where every background call runs in that process whatever
+# the broker: what is said of web processes (W023) would be noise on each start.
+_for_stdio = contextvars.ContextVar("mcp_server_checks_for_stdio", default=False)
+
+
+@contextlib.contextmanager
+def for_stdio() -> Iterator[None]:
+    """Run the checks within as ``manage.py mcp_stdio`` does."""
+    token = _for_stdio.set(True)
+    try:
+        yield
+    finally:
+        _for_stdio.reset(token)
 
 
 @checks.register(checks.Tags.security)
@@ -207,8 +224,8 @@ def _background_calls_here() -> list[checks.CheckMessage]:
     from .background.runner import KEEP_LOCAL, TO_CELERY
     from .site import get_server
 
-    if mcp_settings.BACKGROUND_CALLS != "auto":
-        return []  # "local" chosen, said in so many words
+    if mcp_settings.BACKGROUND_CALLS != "auto" or _for_stdio.get():
+        return []  # "local" chosen, said in so many words; or stdio, where no worker could run them
     background = sorted(name for name, tool in get_server().tools.items() if tool.background)
     if not background:
         return []

@@ -89,6 +89,17 @@ def test_background_tools_without_a_broker_warn_that_they_run_in_the_web_process
     assert 'MCP_SERVER["BACKGROUND_CALLS"] = "local"' in warning.hint
 
 
+def test_mcp_stdio_starts_without_it_for_there_every_call_runs_in_process():
+    """``manage.py mcp_stdio`` runs the system checks too, on its stderr: not this one."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "CELERY_BROKER_URL": ""}
+    done = subprocess.run([sys.executable, str(REPO / "manage.py"), "mcp_stdio"], input="", cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "W023" not in done.stderr, done.stderr
+    check = subprocess.run([sys.executable, str(REPO / "manage.py"), "check"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert "mcp_server.W023" in check.stdout + check.stderr
+
+
 def test_no_such_warning_once_the_choice_is_written_down():
     with override_settings(CELERY_BROKER_URL=None, MCP_SERVER={"BACKGROUND_CALLS": "local"}):
         assert BACKGROUND_HERE not in ids(check_background_calls())

@@ -1,4 +1,8 @@
-"""ASGI entry point of the conformance server: ``/mcp`` (Streamable HTTP) and ``/health``."""
+"""ASGI entry point of the conformance server: ``/mcp`` (Streamable HTTP) and ``/health``.
+
+Its own router, composed with the endpoint's routes (``mcp_urlpatterns``), as a project with its
+own ``ProtocolTypeRouter`` does; it has no Django views.
+"""
 
 import os
 
@@ -11,7 +15,7 @@ django.setup()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from mcp_server.asgi import streamable_http_app  # noqa: E402
+from mcp_server.asgi import mcp_urlpatterns  # noqa: E402
 
 
 async def health(scope: dict, receive, send) -> None:
@@ -23,7 +27,7 @@ async def health(scope: dict, receive, send) -> None:
 
 application = ProtocolTypeRouter({
     "http": URLRouter([
-        path("mcp", streamable_http_app()),
+        *mcp_urlpatterns(),
         path("health", health),
     ]),
 })

@@ -21,7 +21,7 @@ and a final `N passed, M failed` over all of them. A scenario passes when none o
 FAILURE or a WARNING (a client scenario also needs the client to exit 0 in time). It exits non-zero
 on a failure not listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on
 a listed scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md
-and the table in README.md. Results (checks.json per scenario) and logs go to conformance/results/.
+and the table in docs/conformance.md. Results (checks.json per scenario) and logs go to conformance/results/.
 Every wait is bounded. Standard library only.
 """
 
@@ -51,8 +51,8 @@ PACKAGE = "@modelcontextprotocol/conformance"
 SHIM = HERE / "node" / "fs-globsync.mjs"
 EXPECTED_FAILURES = HERE / "expected-failures.yml"
 RESULTS_MD = HERE / "RESULTS.md"
-README = ROOT / "README.md"
-README_START, README_END = "<!-- conformance-results:start -->", "<!-- conformance-results:end -->"
+RESULTS_PAGE = ROOT / "docs" / "conformance.md"
+RESULTS_START, RESULTS_END = "<!-- conformance-results:start -->", "<!-- conformance-results:end -->"
 
 INSTALL_TIMEOUT = 600
 LIST_TIMEOUT = 60
@@ -444,11 +444,11 @@ def write_results(table: str) -> None:
         "`conformance/run --two-processes`. A scenario passes when none of its checks is a failure "
         "or a warning.\n\n" + table
     )
-    if README.exists():
-        text = README.read_text()
-        start, end = text.find(README_START), text.find(README_END)
+    if RESULTS_PAGE.exists():
+        text = RESULTS_PAGE.read_text()
+        start, end = text.find(RESULTS_START), text.find(RESULTS_END)
         if start != -1 and end > start:
-            README.write_text(text[:start + len(README_START)] + "\n" + table + text[end:])
+            RESULTS_PAGE.write_text(text[:start + len(RESULTS_START)] + "\n" + table + text[end:])
 
 
 def record(outcome: Outcome, where: str, expected: set[str], unexpected: list[str]) -> bool:

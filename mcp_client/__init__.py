@@ -2,7 +2,7 @@
 
     from mcp_client import Client, StdioTransport
 
-    with Client(StdioTransport("python", ["manage.py", "mcp_stdio"])) as client:
+    with Client("python manage.py mcp_stdio") as client:      # or Client("http://127.0.0.1:8000/mcp")
         print(client.call_tool("echo", {"message": "hi"}).text)
 
 It needs no Django. OAuth 2.1 (``HTTPTransport(url, oauth=Provider(...))``) is in ``mcp_client.oauth``.
@@ -14,6 +14,7 @@ from .async_client import AsyncClient
 from .client import Client
 from .elicitation import apply_defaults
 from .errors import (
+    AlreadyConnectedError,
     BadRequestError,
     ClientError,
     ConnectionClosedError,
@@ -37,6 +38,7 @@ from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, Resou
 __all__ = [
     "COMPLETE",
     "INPUT_REQUIRED",
+    "AlreadyConnectedError",
     "AsyncClient",
     "AuthorizationError",
     "BadRequestError",

@@ -26,6 +26,7 @@ from mcp_protocol.param_headers import header_paths
 
 from . import modern, tasks
 from .errors import (
+    AlreadyConnectedError,
     ClientError,
     NotConnectedError,
     PaginationLimitError,
@@ -37,6 +38,7 @@ from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, chec
 from .messaging import Messaging
 from .ports import TaskPort, task_port
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
+from .transports import transport_for
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
@@ -48,20 +50,27 @@ DEFAULT_CLIENT_INFO = {"name": "django-mcp-sdk-client", "version": "0.1.0"}
 
 
 class AsyncClient(Lifecycle, Messaging):
-    """An MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
+    """An MCP client of the server ``transport`` names: an ``http(s)://`` URL (Streamable HTTP),
+    a stdio server's command line (``"python manage.py mcp_stdio"``), or a transport
+    (``StdioTransport``, ``HTTPTransport`` or your own). ``mode`` is how ``connect()`` connects
+    when it is not given one: ``"auto"`` (the default), ``"modern"`` or ``"legacy"``."""
 
-    def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
+    def __init__(self, transport: Any, *, mode: str | None = None, max_pages: int = 1000,
+                 client_info: dict | None = None,
                  input_required_max_rounds: int = DEFAULT_MAX_ROUNDS,
                  listen_max_retries: int = DEFAULT_MAX_RETRIES,
                  listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
+        self.mode = checked_mode(mode, None)
         if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
         if isinstance(input_required_max_rounds, bool) or not isinstance(input_required_max_rounds, int) \
                 or input_required_max_rounds < 0:
             raise ValueError("input_required_max_rounds must be a non-negative integer (0: drive by "
                              f"hand), not {input_required_max_rounds!r}")
-        self.transport = transport
+        self.transport = transport = transport_for(transport)
         self._wire = adapt(transport)
+        # What the open connection was asked for (connect()'s arguments), to refuse another.
+        self._connected_with: dict[str, Any] | None = None
         # Whether the transport reports when a request's bytes are handed off (CAN-08, CAN-09).
         self._reports_sent = accepts_keyword(self._wire.send, "on_sent")
         self.max_pages = max_pages
@@ -122,20 +131,27 @@ class AsyncClient(Lifecycle, Messaging):
 
     async def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
                       mode: str | None = None, client_info: dict | None = None) -> dict:
-        """Connect; a second call returns the first result.
+        """Connect; a second call returns the first result, or raises ``AlreadyConnectedError``
+        when it asks for another connection (another ``mode``, say) than the first made.
 
         ``mode="auto"`` probes ``server/discover`` (bounded by ``discover_timeout``, 5 s) and
         adopts the 2026-07-28 lifecycle when both sides speak a modern revision, else falls back
         to the ``initialize`` handshake; ``"modern"`` is discover only (an error when the server
         has no mutual modern revision); ``"legacy"`` is the handshake with no probe. Without a
-        mode it is ``"auto"``. A pinned ``protocol_version`` picks its era. A
+        mode it is the constructor's ``mode``, else ``"auto"``. A pinned ``protocol_version`` picks its era. A
         custom transport whose ``connect`` declares no ``mode`` gets ``connect()`` and the
         handshake, and an explicit ``mode`` raises. The result is the ``initialize`` result, or
         the discover result in its shape (``protocolVersion``, ``capabilities``, ``serverInfo``,
         ``instructions``), so the readers answer the same in either era.
         """
+        if mode is None:
+            mode = self.mode
         if self.connected:
+            self._same_connection(capabilities=capabilities, protocol_version=protocol_version, mode=mode,
+                                  client_info=client_info)
             return self.server_info
+        asked = {"capabilities": capabilities or {}, "protocol_version": protocol_version,
+                 "mode": mode or AUTO_MODE, "client_info": client_info or self.client_info}
         mode = checked_mode(mode, protocol_version)
         # What happens: a pinned handshake revision, or a custom transport that knows no mode (and
         # so no modern era), gets the handshake; no mode on a bundled transport is auto.
@@ -166,11 +182,27 @@ class AsyncClient(Lifecycle, Messaging):
                 await self._wire.close()
             raise
         self.server_info = result
+        self._connected_with = asked
         if self._envelope is None:
             await self._notify(methods.NOTIFICATIONS_INITIALIZED)
         if self._server_requests or self._notifications:
             await self._listen()
         return result
+
+    def _same_connection(self, **asked: Any) -> None:
+        """A second ``connect()`` is harmless when it asks for nothing else than the first did
+        (an argument left out asks for nothing); otherwise it would silently keep a connection
+        that is not the one asked for."""
+        first = self._connected_with or {}
+        differ = [name for name, value in asked.items()
+                  if value is not None and name in first and value != first[name]]
+        if differ:
+            wanted = ", ".join(f"{name}={asked[name]!r}" for name in differ)
+            had = ", ".join(f"{name}={first[name]!r}" for name in differ)
+            raise AlreadyConnectedError(
+                f"this client is already connected with {had}; connect({wanted}) asks for another "
+                "connection: close() first, or give it to the constructor (Client(server, mode=...)) "
+                "so that 'with' connects that way")
 
     async def _listen(self) -> None:
         """Open the transport's stream for what the server sends on no request's stream:
@@ -198,6 +230,7 @@ class AsyncClient(Lifecycle, Messaging):
         close (a DELETE the server refused) is raised after the local state is cleared."""
         self._subscriptions.stop()
         self.server_info = None
+        self._connected_with = None
         self._envelope = None
         self._output_schemas.clear()
         try:

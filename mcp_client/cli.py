@@ -15,7 +15,8 @@ progress is drawn as a bar on stderr; ``--log-level info`` shows the server's lo
 ``--oauth`` authorizes with OAuth 2.1 in a browser and keeps the tokens for the next command
 (``mcp_client.cli_oauth``).
 When the server asks the user something (elicitation) the questions are asked on the terminal;
-with no terminal the request is declined.
+with no terminal the request is declined. When a stdio server fails a call or exits, the last lines
+it wrote on its stderr (its traceback, say) follow the error; a 401 suggests ``--oauth``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any, TextIO
 from mcp_protocol.log_levels import LEVELS
 
 from .client import Client
-from .errors import ClientError
+from .errors import ClientError, HTTPStatusError, ServerError, TransportError, UnauthorizedError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
 
@@ -38,6 +39,10 @@ BAR_WIDTH = 30
 CELL_WIDTH = 60
 MODES = ["auto", "modern", "legacy"]
 LOG_LEVELS = list(LEVELS)
+
+
+class ToolFailed(ClientError):
+    """The tool's result says it failed (``isError``): its content is shown, then this."""
 
 
 def is_url(server: str) -> bool:
@@ -264,6 +269,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         client.on_elicitation(lambda params: {"action": "decline"})
     if options.log_level:
         client.on_log_message(show_log(err))
+    server_failed = False
     try:
         client.connect(mode=options.mode)
         if options.log_level and "logging" in client.server_capabilities:
@@ -271,14 +277,32 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         return run(client, options, out, err)
     except ClientError as exc:
         err.write(f"error: {exc}\n")
+        if isinstance(exc, UnauthorizedError) and not options.oauth:
+            err.write(f"hint: the server wants authorization; run the command again with --oauth "
+                      f"(python -m mcp_client {shlex.quote(options.server)} --oauth ...)\n")
+        # What the server said about it is on its stderr (a traceback, "no such table").
+        server_failed = isinstance(exc, ToolFailed | ServerError) or (
+            isinstance(exc, TransportError) and not isinstance(exc, HTTPStatusError))
         return 1
     finally:
         try:
-            client.shutdown()
+            client.shutdown()  # a stdio server's stderr is then read to its end
         except ClientError as exc:
             err.write(f"warning: {exc}\n")
         if listener is not None:
             listener.close()
+        if server_failed:
+            show_stderr_tail(client.transport, err)
+
+
+def show_stderr_tail(transport: Any, err: TextIO) -> None:
+    """The last lines a stdio server wrote on its stderr, indented under a heading."""
+    lines = getattr(transport, "stderr_lines", None)
+    if not lines:
+        return
+    err.write(f"the server's stderr (last {len(lines)} lines):\n")
+    for line in lines:
+        err.write(f"  | {line}\n")
 
 
 def run(client: Client, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -314,8 +338,8 @@ def run(client: Client, options: argparse.Namespace, out: TextIO, err: TextIO) -
         if result.structured_content is not None:
             out.write(json.dumps(result.structured_content, indent=2) + "\n")
         if result.is_error:
-            err.write(f"error: the tool {options.target} failed\n")
-        return 1 if result.is_error else 0
+            raise ToolFailed(f"the tool {options.target} failed")
+        return 0
     if command == "read":
         for contents in client.read_resource(options.target):
             out.write(contents.get("text", f"<{len(contents.get('blob', ''))} base64 characters>") + "\n")

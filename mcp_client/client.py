@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from mcp_protocol.cancellation import Cancellation
 
 from .async_client import AsyncClient
+from .input_required import DEFAULT_MAX_ROUNDS
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES
 from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
@@ -23,13 +24,22 @@ T = TypeVar("T")
 
 
 class Client:
-    """A blocking MCP client over any transport (``StdioTransport``, ``HTTPTransport`` or your own)."""
+    """A blocking MCP client of the server ``transport`` names: an ``http(s)://`` URL, a stdio
+    server's command line, or a transport (``StdioTransport``, ``HTTPTransport`` or your own).
 
-    def __init__(self, transport: Any, *, max_pages: int = 1000, client_info: dict | None = None,
-                 input_required_max_rounds: int = 10, listen_max_retries: int = DEFAULT_MAX_RETRIES,
+        with Client("http://127.0.0.1:8000/mcp", mode="legacy") as client:
+            print(client.call_tool("add", {"a": 2, "b": 3}).text)
+
+    ``mode`` is how ``connect()`` (and so ``with``) connects when it is not given one.
+    """
+
+    def __init__(self, transport: Any, *, mode: str | None = None, max_pages: int = 1000,
+                 client_info: dict | None = None,
+                 input_required_max_rounds: int = DEFAULT_MAX_ROUNDS,
+                 listen_max_retries: int = DEFAULT_MAX_RETRIES,
                  listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
         # First: bad options start no thread.
-        self._async = AsyncClient(transport, max_pages=max_pages, client_info=client_info,
+        self._async = AsyncClient(transport, mode=mode, max_pages=max_pages, client_info=client_info,
                                   input_required_max_rounds=input_required_max_rounds,
                                   listen_max_retries=listen_max_retries,
                                   listen_max_backoff=listen_max_backoff)
@@ -86,6 +96,11 @@ class Client:
     @property
     def transport(self) -> Any:
         return self._async.transport
+
+    @property
+    def mode(self) -> str | None:
+        """How ``connect()`` connects when it is not given a mode (None: ``"auto"``)."""
+        return self._async.mode
 
     @property
     def max_pages(self) -> int:
@@ -148,7 +163,8 @@ class Client:
     # Connection ---------------------------------------------------------------------------------
     def connect(self, *, capabilities: dict | None = None, protocol_version: str | None = None,
                 mode: str | None = None, client_info: dict | None = None) -> dict:
-        """Connect; a second call returns the first result. ``mode`` is ``"auto"``,
+        """Connect; a second call returns the first result, or raises ``AlreadyConnectedError``
+        when it asks for another connection than the first made. ``mode`` is ``"auto"``,
         ``"modern"`` or ``"legacy"`` (see ``AsyncClient.connect``); a pinned ``protocol_version``
         picks its era. Returns the ``initialize`` result, or the discover result in its shape."""
         return self._run(self._async.connect(capabilities=capabilities, protocol_version=protocol_version,

@@ -7,6 +7,7 @@ from typing import Any
 from mcp_protocol.cancellation import CancelledError
 
 __all__ = [
+    "AlreadyConnectedError",
     "BadRequestError",
     "CancelledError",
     "ClientError",
@@ -52,6 +53,11 @@ class ConnectionClosedError(TransportError):
 
 class NotConnectedError(ClientError):
     """A request was made before ``connect()``."""
+
+
+class AlreadyConnectedError(ClientError):
+    """``connect()`` was called again, asking for another connection than the one the client has
+    (another ``mode``, say): ``close()`` first, or give the mode to the constructor."""
 
 
 class PaginationLimitError(ClientError):

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
 
 from .settings import mcp_settings
+
+# Checks run for manage.py mcp_stdio, where every background call runs in that process whatever
+# the broker: what is said of web processes (W023) would be noise on each start.
+_for_stdio = contextvars.ContextVar("mcp_server_checks_for_stdio", default=False)
+
+
+@contextlib.contextmanager
+def for_stdio() -> Iterator[None]:
+    """Run the checks within as ``manage.py mcp_stdio`` does."""
+    token = _for_stdio.set(True)
+    try:
+        yield
+    finally:
+        _for_stdio.reset(token)
 
 
 @checks.register(checks.Tags.security)
@@ -21,8 +38,9 @@ def check_dns_rebinding_protection(app_configs: Any = None, **kwargs: Any) -> li
         return [checks.Warning(
             "MCP_SERVER['DNS_REBINDING_PROTECTION'] is False: the /mcp endpoint accepts any Host "
             "and Origin header.",
-            hint="Leave it True and list the endpoint's public host names in ALLOWED_HOSTS "
-                 "(or MCP_SERVER['ALLOWED_HOSTS']).",
+            hint='Remove "DNS_REBINDING_PROTECTION": False from MCP_SERVER (True is the default) and '
+                 'list the endpoint\'s public host names: ALLOWED_HOSTS = ["mcp.example.com"] (or '
+                 'MCP_SERVER["ALLOWED_HOSTS"] = ["mcp.example.com"] for the endpoint alone).',
             id="mcp_server.W001",
         )]
     custom = mcp_settings.ALLOWED_HOSTS
@@ -32,8 +50,12 @@ def check_dns_rebinding_protection(app_configs: Any = None, **kwargs: Any) -> li
         return [checks.Warning(
             f"{name} contains '*': the /mcp endpoint accepts any Host header, so DNS rebinding "
             "protection is effectively off.",
-            hint="List the endpoint's public host names instead"
-                 + ("; or give MCP_SERVER['ALLOWED_HOSTS'] its own list." if custom is None else "."),
+            hint=(f'List the endpoint\'s public host names instead: {name} = ["mcp.example.com"]'
+                  if custom is None else
+                  'List the endpoint\'s public host names instead: '
+                  'MCP_SERVER["ALLOWED_HOSTS"] = ["mcp.example.com"]')
+                 + ('; or give the endpoint a list of its own: MCP_SERVER["ALLOWED_HOSTS"] = '
+                    '["mcp.example.com"]' if custom is None else "") + ".",
             id="mcp_server.W002",
         )]
     return []
@@ -88,8 +110,8 @@ def check_jwt_issuer(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
     return [checks.Warning(
         "JWTAuthentication accepts a token of any issuer: MCP_SERVER['RESOURCE_SERVER']['JWT']['ISSUER'] "
         "is None, so the 'iss' claim is not checked.",
-        hint="Set MCP_SERVER['RESOURCE_SERVER']['JWT']['ISSUER'] to the issuer of the authorization "
-             "server whose JWKS is JWKS_URL (its RFC 8414 'issuer').",
+        hint='Name the issuer of the authorization server whose JWKS is JWKS_URL (its RFC 8414 '
+             '"issuer"): MCP_SERVER["RESOURCE_SERVER"]["JWT"]["ISSUER"] = "https://auth.example.com".',
         id="mcp_server.W030",
     )]
 
@@ -99,29 +121,39 @@ def check_background_calls(app_configs: Any = None, **kwargs: Any) -> list[check
     """Background calls on Celery need what lets a worker reach the web processes."""
     from django.core.exceptions import ImproperlyConfigured
 
+    from .background.queue_wait import queue_timeout
     from .background.runner import runner_name
 
+    errors: list[checks.CheckMessage] = []
+    try:
+        queue_timeout()
+    except ImproperlyConfigured as exc:
+        errors.append(checks.Error(str(exc), id="mcp_server.E023",
+                                   hint='For instance: MCP_SERVER["BACKGROUND_CALL_QUEUE_TIMEOUT"] = 60'))
     try:
         runner = runner_name()
     except ImproperlyConfigured as exc:
-        return [checks.Error(str(exc), id="mcp_server.E020")]
+        return [*errors, checks.Error(str(exc), hint='MCP_SERVER["BACKGROUND_CALLS"] = "auto"',
+                                      id="mcp_server.E020")]
     if runner != "celery":
-        return []
-    errors = []
+        return [*errors, *_background_calls_here()]
     backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", "")
     if not backend or backend.endswith("InMemoryChannelLayer"):
         errors.append(checks.Error(
             "Background tool calls run on Celery workers, but the channel layer is not shared "
             "between processes: a worker could not reach the web process holding a call.",
-            hint="Use channels_redis (CHANNEL_LAYERS with REDIS_URL, as project/settings.py does), "
-                 "or set MCP_SERVER['BACKGROUND_CALLS'] = 'local'.",
+            hint='Share the channel layer through Redis: CHANNEL_LAYERS = {"default": {"BACKEND": '
+                 '"channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": '
+                 '["redis://127.0.0.1:6379/0"]}}} (pip install "django-mcp-sdk[redis]"); or run '
+                 'background calls in the web process: MCP_SERVER["BACKGROUND_CALLS"] = "local".',
             id="mcp_server.E021",
         ))
     if mcp_settings.REDIS_URL is None and mcp_settings.SHARED_STATE_CLASS is None:
         errors.append(checks.Error(
             "Background tool calls run on Celery workers, but MCP_SERVER['REDIS_URL'] is not set: "
             "workers and web processes would not share which process holds which request.",
-            hint="Set MCP_SERVER['REDIS_URL'] (and REDIS_URL for the channel layer).",
+            hint='Add to MCP_SERVER: "REDIS_URL": "redis://127.0.0.1:6379/0" (the Redis the channel '
+                 'layer uses too).',
             id="mcp_server.E022",
         ))
     return errors
@@ -135,3 +167,107 @@ def check_list_changed_interval(app_configs: Any = None, **kwargs: Any) -> list[
         return [checks.Error(f"MCP_SERVER['LIST_CHANGED_MIN_INTERVAL'] must be a number of seconds, 0 or "
                              f"more, not {interval!r}", id="mcp_server.E040")]
     return []
+
+
+@checks.register()
+def check_asgi_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """ENDPOINT_PATH and SERVE_STATIC, read by mcp_server.asgi when the first process starts."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .asgi import endpoint_path
+
+    errors: list[checks.CheckMessage] = []
+    try:
+        endpoint_path()
+    except ImproperlyConfigured as exc:
+        errors.append(checks.Error(str(exc), id="mcp_server.E070"))
+    if mcp_settings.SERVE_STATIC not in (None, True, False):
+        errors.append(checks.Error(f"MCP_SERVER['SERVE_STATIC'] must be None, True or False, not "
+                                   f"{mcp_settings.SERVE_STATIC!r}", id="mcp_server.E071"))
+    return errors
+
+
+RUNSERVER_HINT = (
+    'List "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = "mysite.asgi.application" '
+    "(the asgi.py whose application is mcp_server.asgi.get_asgi_application()); or serve the "
+    "project with `daphne mysite.asgi:application` or `uvicorn mysite.asgi:application`."
+)
+
+
+@checks.register()
+def check_runserver_serves_the_endpoint(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``runserver`` serves the endpoint only as daphne's (ASGI) command; Django's own is WSGI and
+    answers the endpoint's path with a bare 404."""
+    import sys
+
+    from django.apps import apps
+    from django.core.management import get_commands
+
+    if get_commands().get("runserver") == "daphne":
+        return []
+    if apps.is_installed("daphne"):  # listed after staticfiles, whose runserver then wins
+        return [checks.Warning(
+            "'daphne' comes after 'django.contrib.staticfiles' in INSTALLED_APPS, so runserver is "
+            "Django's WSGI server, which does not serve the MCP endpoint.",
+            hint="Move 'daphne' to the top of INSTALLED_APPS.", id="mcp_server.W070")]
+    # Said only when runserver starts: a project served by uvicorn needs no daphne.
+    if sys.argv[1:2] == ["runserver"]:
+        return [checks.Warning(
+            "runserver is Django's WSGI server here: it does not serve the MCP endpoint "
+            f"({mcp_settings.ENDPOINT_PATH} answers 404).", hint=RUNSERVER_HINT, id="mcp_server.W071")]
+    return []
+
+
+def _background_calls_here() -> list[checks.CheckMessage]:
+    """Background tools whose calls run in the web process only because no broker is set there:
+    the project may well have meant Celery (the worker's settings name a broker; the web's not)."""
+    from .background.runner import KEEP_LOCAL, TO_CELERY
+    from .site import get_server
+
+    if mcp_settings.BACKGROUND_CALLS != "auto" or _for_stdio.get():
+        return []  # "local" chosen, said in so many words; or stdio, where no worker could run them
+    background = sorted(name for name, tool in get_server().tools.items() if tool.background)
+    if not background:
+        return []
+    shown = ", ".join(background[:5]) + (", ..." if len(background) > 5 else "")
+    return [checks.Warning(
+        f"Background tool calls ({shown}) run in the web process: CELERY_BROKER_URL is not set in "
+        "these settings, so no Celery worker gets them.",
+        hint=f"To run them on Celery workers, {TO_CELERY}. To keep them in the web process, say so: "
+             f"{KEEP_LOCAL}.",
+        id="mcp_server.W023",
+    )]
+
+
+@checks.register()
+def check_mcp_module_beside_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """An ``mcp.py`` in the settings module's package (``mysite/mcp.py`` beside
+    ``mysite/settings.py``, where ``startproject`` puts files) is found by autodiscovery only when
+    that package is an installed app; otherwise its tools are silently missing."""
+    import importlib.util
+    import sys
+
+    from django.apps import apps
+
+    module = getattr(settings, "SETTINGS_MODULE", None) or ""
+    package = module.rpartition(".")[0]
+    if not package or not mcp_settings.AUTODISCOVER or f"{package}.mcp" in sys.modules:
+        return []  # a module imported some other way is not ignored
+    if any(config.name == package for config in apps.get_app_configs()):
+        return []
+    try:
+        found = importlib.util.find_spec(f"{package}.mcp") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return []
+    path = f"{package.replace('.', '/')}/mcp.py"
+    return [checks.Warning(
+        f"{path} is beside the settings module ({module}), but {package!r} is not in "
+        f"INSTALLED_APPS: autodiscovery reads each installed app's mcp.py, so its tools, prompts "
+        "and resources are not served.",
+        hint=f'Add the project package to INSTALLED_APPS: INSTALLED_APPS += ["{package}"]; or move '
+             f"{path} into an app (python manage.py startapp shop, then shop/mcp.py, with \"shop\" "
+             "in INSTALLED_APPS).",
+        id="mcp_server.W050",
+    )]

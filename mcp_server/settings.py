@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_SCOPE": None,
     # Highest handshake revision to negotiate; None means the latest (2025-11-25).
     "PROTOCOL_VERSION": None,
+    # Check tool call arguments against the input schema, and structured results against the
+    # output schema.
     "VALIDATE_TOOL_CALL_ARGUMENTS": True,
     "VALIDATE_TOOL_CALL_RESULTS": False,
     # Dotted paths of hooks: exception_reporter(exc, context), around_request(data, call_next),
@@ -41,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "EXCEPTION_REPORTER": None,
     "AROUND_REQUEST": None,
     "INSTRUMENTATION_CALLBACK": None,
+    # Pass the server_context dict to the two hooks above.
     "INSTRUMENT_SERVER_CONTEXT": False,
     # Dotted path of the class the default server is built from.
     "SERVER_CLASS": "mcp_server.server.Server",
@@ -86,6 +89,14 @@ DEFAULTS: dict[str, Any] = {
     # the pollIntervalMs the server suggests to clients that poll tasks/get.
     "TASK_TTL_MS": 3_600_000,
     "TASK_POLL_INTERVAL_MS": 1000,
+    # The path mcp_server.asgi.get_asgi_application() (and mcp_urlpatterns()) serves the default
+    # server at: "/" then at least one character, no query.
+    "ENDPOINT_PATH": "/mcp",
+    # Whether get_asgi_application() serves STATIC_URL itself (with WhiteNoise: STATIC_ROOT after
+    # collectstatic, and the apps' own files too when DEBUG or WHITENOISE_USE_FINDERS). None: when
+    # django.contrib.staticfiles is installed, STATIC_URL is a path of this site, and DEBUG is on
+    # or STATIC_ROOT is set. False leaves static files to a web server in front (nginx).
+    "SERVE_STATIC": None,
     # Streamable HTTP (the /mcp endpoint), with the option names of StreamableHTTPTransport.
     # No session ids and no server-to-client messages; every POST stands alone.
     "STATELESS": False,
@@ -94,6 +105,7 @@ DEFAULTS: dict[str, Any] = {
     # Hosts and Origins accepted besides loopback; None means Django's ALLOWED_HOSTS.
     "ALLOWED_HOSTS": None,
     "ALLOWED_ORIGINS": [],
+    # Check Host and Origin (403 otherwise) against the two lists above.
     "DNS_REBINDING_PROTECTION": True,
     # Seconds of inactivity after which a session expires (None: never).
     "SESSION_IDLE_TIMEOUT": 1800,
@@ -101,6 +113,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_SESSIONS": 10_000,
     # Dotted path of validator(request, session_id) -> bool, run on every request of a session.
     "SESSION_REQUEST_VALIDATOR": None,
+    # Largest request body (413 past it), and deepest nesting of objects and arrays in it (400).
     "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
     "MAX_JSON_DEPTH": 64,
     # Objects and arrays in one request body at most (400, -32700 past it): a body of a million
@@ -115,7 +128,7 @@ DEFAULTS: dict[str, Any] = {
     "PROCESS_HEARTBEAT_INTERVAL": 5,
 
     # Fair share: what one client may hold at once (None: no limit). Past a limit the client gets
-    # HTTP 429 with Retry-After (the README's "Limits" table).
+    # HTTP 429 with Retry-After (docs/production.md, "Limits").
     # Sessions open at once per principal: the Django user, or the client address when anonymous.
     "MAX_SESSIONS_PER_PRINCIPAL": 100,
     # Listening streams open at once per session (its GET stream plus resumed POST streams).
@@ -183,6 +196,11 @@ DEFAULTS: dict[str, Any] = {
     # The optional OAuth 2.1 authorization server app (mcp_server.authorization_server): a dict of
     # the keys of AUTHORIZATION_SERVER_DEFAULTS below; the keys it leaves out keep their defaults.
     "AUTHORIZATION_SERVER": {},
+    # Seconds a background call may wait in the Celery queue for a worker to take it (None:
+    # forever). Past it the call fails with an error that says no worker took it and names the
+    # broker: a JSON-RPC error (-32603) for its client, a failed task over the Tasks extension,
+    # and the record in the database says so. Raise it when calls often wait for busy workers.
+    "BACKGROUND_CALL_QUEUE_TIMEOUT": 60,
 }
 
 # MCP_SERVER["RESOURCE_SERVER"]: a project sets only the keys it changes; an unknown key is an error.
@@ -203,7 +221,7 @@ RESOURCE_SERVER_DEFAULTS: dict[str, Any] = {
     "USER_RESOLVER": None,
     # JWTAuthentication: access tokens as JWTs verified against the issuer's JWKS.
     "JWT": {
-        "JWKS_URL": None,
+        "JWKS_URL": None,            # the authorization server's JWKS
         "ISSUER": None,              # required "iss"; None: not checked
         "AUDIENCE": None,            # required "aud"; None: RESOURCE
         "ALGORITHMS": ["RS256", "ES256"],  # asymmetric only: HS* and none are refused
@@ -214,9 +232,9 @@ RESOURCE_SERVER_DEFAULTS: dict[str, Any] = {
     },
     # IntrospectionAuthentication: opaque tokens checked with RFC 7662 token introspection.
     "INTROSPECTION": {
-        "ENDPOINT": None,
+        "ENDPOINT": None,            # the RFC 7662 introspection endpoint
         "CLIENT_ID": None,           # HTTP Basic credentials of this resource server
-        "CLIENT_SECRET": None,
+        "CLIENT_SECRET": None,       # (both or neither)
         "AUDIENCE": None,            # required in the answer's "aud"; None: RESOURCE
         "CACHE_SECONDS": 60,         # an active answer is reused this long at most, never past exp
         "CACHE_SIZE": 10_000,        # answers kept per process at most
@@ -258,7 +276,8 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     # Seconds after which a dynamically registered client that holds no token (it never got one,
     # or they are all gone) counts as abandoned (manage.py mcp_prune_oauth_clients).
     "ABANDONED_CLIENT_AGE": 7 * 24 * 3600,
-    # Where the consent page sends a visitor who is not logged in; None: Django's LOGIN_URL.
+    # Where the consent page sends a visitor who is not logged in; None: the app's own login page
+    # (oauth/login/, wrong passwords counted per LOGIN_FAILURE_RATE).
     "LOGIN_URL": None,
     # Let dynamically registered clients use client_credentials, whose tokens have no user behind
     # them: with open registration, anyone could then get a token of their own. False: such a

@@ -8,6 +8,7 @@ Nothing below this floor looks up the default server or its transport: it is han
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _default: Server | None = None
+logger = logging.getLogger("mcp_server")
 
 
 def get_server() -> Server:
@@ -83,7 +85,25 @@ def get_transport() -> StreamableHTTPTransport:
         with _lock:
             if _transport is None or _transport.server is not server:
                 _transport = build_transport(server)
+                log_where_background_calls_run(server)
     return _transport
+
+
+def log_where_background_calls_run(server: Server) -> None:
+    """One line when the endpoint starts: where its background tool calls run (a warning when
+    they run in the web process only because no broker is configured, and there are some)."""
+    from .background.runner import where_calls_run
+
+    try:
+        level, sentence = where_calls_run()
+    except ImproperlyConfigured as exc:  # mcp_server.E020 says so too; the endpoint still serves
+        logger.error("background tool calls cannot run: %s", exc)
+        return
+    background = sorted(name for name, tool in server.tools.items() if tool.background)
+    if not background:
+        level = min(level, logging.INFO)
+    logger.log(level, "%s (%d background tools%s)", sentence, len(background),
+               f": {', '.join(background[:5])}{', ...' if len(background) > 5 else ''}" if background else "")
 
 
 def build_transport(server: Server) -> StreamableHTTPTransport:

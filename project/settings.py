@@ -43,7 +43,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "mcp_server",
-    # The OAuth 2.1 authorization server for MCP clients (README, "Authorization server").
+    # The OAuth 2.1 authorization server for MCP clients (docs/authorization_server.md).
     "oauth2_provider",
     "mcp_server.authorization_server",
     "project.demo",
@@ -83,7 +83,7 @@ DATABASES = {
         # No persistent connections (Django's advice under ASGI): sync code runs on threads that
         # come and go, and a connection kept per thread would stay open, idle, until the server
         # refused every process. Each is closed once its request or worker-thread call ends, so a
-        # process holds only the connections in use (README, "Deploying").
+        # process holds only the connections in use (docs/production.md, "Deploying").
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0,
         # A connection that the server ended (a restart, a failover, pg_terminate_backend) is
         # found dead and replaced before a request uses it, instead of failing that request.
@@ -127,7 +127,7 @@ else:
 # web processes: it needs REDIS_URL too. A broker is Redis (redis://...) or RabbitMQ (amqp://...).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
 # Background calls are at most once: a task is acknowledged when a worker takes it, and one that a
-# worker lost is not run again (README, "Background tool calls").
+# worker lost is not run again (docs/background.md).
 CELERY_TASK_ACKS_LATE = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -148,14 +148,17 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
 }
 
-# Where the OAuth consent page sends a visitor who is not logged in (project/urls.py).
-LOGIN_URL = "/accounts/login/"
-
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# Where `manage.py collectstatic` gathers the static files (admin's styles and scripts): served by
+# the ASGI application itself (mcp_server.asgi, with WhiteNoise) or by a web server in front
+# (deploy/nginx.conf). DJANGO_STATIC_ROOT moves it.
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles"
+# In development the apps' own files are served as they are, without collectstatic.
+WHITENOISE_USE_FINDERS = DEVELOPMENT
 
 MCP_SERVER = {
     "NAME": "django-mcp-demo",
@@ -175,7 +178,7 @@ MCP_SERVER = {
     },
 }
 # Keys sealing input_required request states, comma-separated; every web process must get the
-# same ones (see the README, "Multi round-trip requests").
+# same ones (docs/protocol_revisions.md, "Multi round-trip requests").
 if os.environ.get("MCP_REQUEST_STATE_KEYS"):
     MCP_SERVER["REQUEST_STATE_KEYS"] = os.environ["MCP_REQUEST_STATE_KEYS"].split(",")
 # Environment switches of the transport (bench/run uses them): MCP_STATELESS=1 serves every POST

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from typing import Any
 
@@ -8,6 +10,10 @@ import pytest
 from mcp_server import Server, configuration
 
 from .harness import InProcessClient
+
+# conformance/server and conformance/client, when tests start them, run on the interpreter (and so
+# the Django) of this test run, not on .venv's: the Django 6 leg tests them on Django 6.
+os.environ.setdefault("CONFORMANCE_PYTHON", sys.executable)
 
 
 @pytest.fixture(autouse=True)

@@ -103,10 +103,15 @@ class DaphneServer(ChildProcess):
             **(env or {}),
         }
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        # ``server="uvicorn"`` serves the same application with uvicorn (whose send() waits).
-        address = ["-b", "127.0.0.1", "-p"] if server == "daphne" else ["--host", "127.0.0.1", "--port"]
+        # ``server="uvicorn"`` or ``"hypercorn"`` serves the same application with that server
+        # (whose send() waits for the client).
+        # ``"runserver"``: ``manage.py runserver`` (daphne's, which serves ASGI_APPLICATION).
+        command = {"daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), application],
+                   "uvicorn": ["-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), application],
+                   "hypercorn": ["-m", "hypercorn", "-b", f"127.0.0.1:{self.port}", application],
+                   "runserver": ["manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]}[server]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", server, *address, str(self.port), application],
+            [sys.executable, *command],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         if wait:

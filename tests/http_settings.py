@@ -24,3 +24,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # The tests hand the server the test database by its real name.
 if os.environ.get("MCP_TEST_SQLITE_NAME"):
     DATABASES["default"]["NAME"] = os.environ["MCP_TEST_SQLITE_NAME"]
+
+# Static files as production serves them: only what collectstatic gathered there.
+if os.environ.get("MCP_TEST_STATIC_ROOT"):
+    STATIC_ROOT = os.environ["MCP_TEST_STATIC_ROOT"]
+    WHITENOISE_USE_FINDERS = False

@@ -151,7 +151,7 @@ class ConsentAgent:
         return location
 
     def _log_in(self, login_url: str) -> None:
-        assert urlsplit(login_url).path == "/accounts/login/", login_url
+        assert urlsplit(login_url).path == "/oauth/login/", login_url
         page = self.http.get(login_url)
         fields = form_fields(page.text, "login-form")
         answer = self.http.post(login_url, data={**fields, "username": self.username,

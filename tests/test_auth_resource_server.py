@@ -316,7 +316,7 @@ def test_a_jwt_setup_that_checks_no_issuer_is_warned_about(issuer):
     with override_settings(MCP_SERVER=without_issuer):
         [warning] = check_jwt_issuer()
         assert warning.id == "mcp_server.W030" and "any issuer" in warning.msg
-        assert "RESOURCE_SERVER']['JWT']['ISSUER']" in warning.hint
+        assert 'MCP_SERVER["RESOURCE_SERVER"]["JWT"]["ISSUER"] = "https://auth.example.com"' in warning.hint
         out, err = StringIO(), StringIO()
         call_command("check", stdout=out, stderr=err)
         assert "mcp_server.W030" in out.getvalue() + err.getvalue()

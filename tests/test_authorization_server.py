@@ -114,12 +114,34 @@ def test_metadata_without_registration_and_metadata_documents(client, settings):
     assert refused.status_code == 404
 
 
+def test_the_consent_and_login_templates_ship_with_the_app(settings):
+    from django.template.loader import get_template
+
+    from mcp_server.authorization_server.checks import check_consent_template
+
+    # No project templates at all: the app's own are found through APP_DIRS.
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [], "APP_DIRS": True}]
+    assert check_consent_template() == []
+    for name in ("oauth/consent.html", "mcp_authorization_server/login.html"):
+        assert "mcp_server/authorization_server/templates" in get_template(name).origin.name
+
+
+def test_a_project_template_overrides_the_apps(settings, tmp_path):
+    from django.template.loader import get_template
+
+    (tmp_path / "oauth").mkdir()
+    (tmp_path / "oauth" / "consent.html").write_text("our own consent page")
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [tmp_path], "APP_DIRS": True}]
+    assert get_template("oauth/consent.html").render({}) == "our own consent page"
+
+
 def test_a_missing_consent_template_is_a_system_check_error(settings):
     from mcp_server.authorization_server.checks import check_consent_template
 
-    assert check_consent_template() == []
-    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": []}]
-    assert [error.id for error in check_consent_template()] == ["mcp_authorization_server.E001"]
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [], "APP_DIRS": False}]
+    [error] = check_consent_template()
+    assert error.id == "mcp_authorization_server.E001"
+    assert '"mcp_server.authorization_server" in INSTALLED_APPS' in error.hint
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -326,7 +348,7 @@ def test_login_redirect_and_deny(client):
     client_id = register(client)["client_id"]
     query = authorize_query(client_id, PKCE.new())
     anonymous = client.get(query)
-    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/?next=")
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/oauth/login/?next=")
     client.force_login(User.objects.create_user("bob"))
     page = client.get(query)
     assert page.status_code == 200

@@ -224,9 +224,9 @@ def test_bad_registrations_get_400_and_store_nothing(deployment, address, body, 
 
 # 5. Guessing passwords and client secrets -----------------------------------------------------------
 def log_in(http: httpx.Client, base: str, username: str, password: str) -> httpx.Response:
-    page = http.get(f"{base}/accounts/login/")
+    page = http.get(f"{base}/oauth/login/")
     fields = form_fields(page.text, "login-form")
-    return http.post(f"{base}/accounts/login/", data={**fields, "username": username, "password": password})
+    return http.post(f"{base}/oauth/login/", data={**fields, "username": username, "password": password})
 
 
 def test_wrong_passwords_are_throttled_per_account_and_address_across_processes(deployment):

@@ -52,7 +52,7 @@ def test_log_in_approve_and_deny(base, browser):
     query = authorize_query(client_id, pkce, redirect_uri=callback, resource=resource, state="s-42")
     browser.get(base + query)
     # Not logged in: the login page first, then back to the consent page.
-    wait_for(browser, lambda d: "/accounts/login/" in d.current_url, "the login page")
+    wait_for(browser, lambda d: "/oauth/login/" in d.current_url, "the login page")
     browser.find_element(By.NAME, "username").send_keys("erin")
     browser.find_element(By.NAME, "password").send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()

@@ -291,3 +291,48 @@ def test_a_task_shows_its_status_while_it_runs(monkeypatch):
     assert code == 0, err
     assert out == "Counted to 2\n"
     assert "[task working]" in err and "[task completed]" in err
+
+
+def test_a_failed_tool_shows_the_tail_of_the_servers_stderr(tmp_path, monkeypatch):
+    """A forgotten ``migrate``: the client learns only that the tool failed; the server's stderr
+    says why, and the command shows its last lines."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'never-migrated.sqlite3'}")
+    code, out, err = run(OUR_SERVER, "call", "shape_registry", "kind=tool", "name=x")
+    assert code == 1 and out == "Internal error occurred\n"
+    first, heading, *tail = err.splitlines()
+    assert first == "error: the tool shape_registry failed"
+    assert heading.startswith("the server's stderr (last ") and heading.endswith(" lines):")
+    assert 0 < len(tail) <= 20 and all(line.startswith("  | ") for line in tail)
+    assert any("no such table" in line for line in tail), err
+
+
+def test_a_server_that_exits_shows_its_last_lines_and_no_more(tmp_path):
+    script = tmp_path / "dies.py"
+    script.write_text("import sys\nfor i in range(100):\n    print(f'line {i}', file=sys.stderr)\n"
+                      "sys.exit(3)\n")
+    code, out, err = run(f"{sys.executable} {script}", "tools")
+    assert code == 1 and out == ""
+    first, heading, *tail = err.splitlines()
+    assert first == "error: the server process exited with status 3; its last words: line 99"
+    assert heading == "the server's stderr (last 20 lines):"
+    assert tail == [f"  | line {i}" for i in range(80, 100)]
+
+
+def test_the_stderr_of_a_server_that_answers_is_not_shown():
+    code, _, err = run(OUR_SERVER, "call", "no_such_tool")
+    assert code == 1 and err == "error: the server has no tool 'no_such_tool'\n"
+
+
+def unauthorized(reply) -> None:
+    reply.status(401, b'{"error": "invalid_token"}', content_type="application/json",
+                 headers={"www-authenticate": 'Bearer resource_metadata="http://127.0.0.1:9/x"'})
+
+
+def test_a_401_suggests_oauth():
+    with FakeHTTPServer(unauthorized) as protected:
+        code, out, err = run(protected.url, "tools")
+    assert code == 1 and out == ""
+    first, hint = err.splitlines()
+    assert first.startswith("error: HTTP 401")
+    assert hint == (f"hint: the server wants authorization; run the command again with --oauth "
+                    f"(python -m mcp_client {protected.url} --oauth ...)")

@@ -358,3 +358,23 @@ async def test_a_server_that_dies_gives_connection_closed_errors():
     with pytest.raises(ConnectionClosedError):
         await client.ping()
     await client.close()
+
+
+@pytest.mark.parametrize("count", [0, -1, 2.5, True])
+def test_stderr_tail_lines_must_be_positive(count):
+    with pytest.raises(ValueError, match="stderr_tail_lines"):
+        StdioTransport(sys.executable, stderr_tail_lines=count)
+
+
+async def test_the_last_lines_of_stderr_are_kept_bounded(tmp_path):
+    """A ring of the server's last lines, each cut to 1000 characters, read to the end by close()."""
+    script = tmp_path / "noisy.py"
+    script.write_text("import sys\nfor i in range(500):\n    print(f'line {i}', file=sys.stderr)\n"
+                      "print('x' * 50000, file=sys.stderr)\nsys.stderr.write('unfinished')\n")
+    transport = StdioTransport(sys.executable, [str(script)], stderr_tail_lines=5)
+    client = AsyncClient(transport)
+    with pytest.raises(ConnectionClosedError, match="exited with status 0; its last words: unfinished"):
+        await client.connect(mode="legacy")
+    lines = transport.stderr_lines
+    assert lines[:3] == ["line 497", "line 498", "line 499"] and lines[4] == "unfinished"
+    assert lines[3] == "x" * 999 + "…" and len(lines) == 5 == transport.stderr_tail_lines

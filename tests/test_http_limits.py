@@ -383,7 +383,7 @@ async def test_redis_sequences_keep_growing_after_redis_loses_its_data(own_redis
 
 
 # SSE backpressure ------------------------------------------------------------------------------
-@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn"])
+@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "hypercorn"])
 def test_a_client_that_stops_reading_is_cut_off_and_resumes_the_rest(django_db_blocker, server_kind):
     buffer = 512 * 1024
     settings = {**LIMITS, "MAX_STORED_EVENTS_PER_SESSION": 1000,
@@ -423,9 +423,9 @@ def test_a_client_that_stops_reading_is_cut_off_and_resumes_the_rest(django_db_b
             # far from the 30 MB it was sent (without the limit, its RSS grows by about 90 MB).
             assert max(peak) - rss_before < 20 * 1024, (rss_before, max(peak))
         else:
-            # Uvicorn's send() waits for the client (its own buffer is bounded): the stalled write
-            # is given up after SSE_STALL_TIMEOUT, and the tool finishes, storing the rest. (Uvicorn
-            # keeps the socket until the client leaves: ASGI has no way to abort a connection.)
+            # Uvicorn's and hypercorn's send() wait for the client (their buffers are bounded): the
+            # stalled write is given up after SSE_STALL_TIMEOUT, and the tool finishes, storing the
+            # rest. (They keep the socket until the client leaves: ASGI cannot abort a connection.)
             wait_until(answered.exists, timeout=120, interval=0.2)
         sock.close()
         # Everything the tool logged was stored and replays to a resuming client.

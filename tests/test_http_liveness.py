@@ -30,8 +30,10 @@ from mcp_server.http.session_store import SessionRecord
 from mcp_server.http.shared_state import LocalState, RedisState
 
 from .http_cluster import (
+    LEASE_KEY,
     REDIS_HOST,
     REDIS_PORT,
+    RedisLease,
     cluster,
     ends,
     new_session,
@@ -204,6 +206,45 @@ async def test_an_answer_to_a_dead_process_settles_the_request_that_asked(proces
     assert await transports[0].state.get(f"s2c:{session_id}:question") is None
     assert await stored(transports[0], session_id, "post:i9") == [request_stopped(9)]
     assert await transports[0].state.get(f"req:{session_id}:i9") is None
+
+
+async def test_a_resumed_stream_waits_while_another_process_takes_its_dead_request_over(processes):
+    """Another process won the take-over of the request and has not stored its error yet: the
+    request is in flight still, and the stream resumed meanwhile gets that error, never "lost"."""
+    transports, session_id = processes
+    taker, resuming = transports[1], transports[2]
+    await hold(transports[0], session_id, f"req:{session_id}:i5", DEAD)
+    in_take_over, finish = asyncio.Event(), asyncio.Event()
+    answer_stopped = taker._answer_stopped
+
+    async def paused(session_id: str, request_id) -> None:
+        in_take_over.set()
+        await finish.wait()
+        await answer_stopped(session_id, request_id)
+
+    taker._answer_stopped = paused
+    taking_over = asyncio.ensure_future(taker.settle_orphaned_request(session_id, 5))
+    await asyncio.wait_for(in_take_over.wait(), 10)
+    # The stream's process looks at the request while the take-over is under way.
+    looked = asyncio.Event()
+    in_flight = resuming.request_in_flight
+
+    async def looking(*args) -> bool:
+        answer = await in_flight(*args)
+        looked.set()
+        return answer
+
+    resuming.request_in_flight = looking
+    get = {"host": "127.0.0.1", "accept": "text/event-stream", "mcp-session-id": session_id,
+           "mcp-protocol-version": "2025-11-25", "last-event-id": "post:i5/0"}
+    resumed = asyncio.ensure_future(call_asgi(resuming.as_asgi(), "GET", get))
+    await asyncio.wait_for(looked.wait(), 10)
+    assert not resumed.done()
+    finish.set()
+    assert await asyncio.wait_for(taking_over, 10) is True
+    reply = await resumed
+    assert sse_messages(reply.body) == [request_stopped(5)]
+    assert await resuming.state.get(f"req:{session_id}:i5") is None
 
 
 async def test_the_heartbeat_is_renewed_while_the_process_runs(processes):
@@ -413,3 +454,52 @@ async def test_an_answer_whose_route_was_lost_reaches_the_waiting_process(proces
     assert await asyncio.wait_for(asking, 10) == {"roots": []}
     # An id of a form the server never sends is not asked of every process.
     await receiving.route_response(session_id, {"jsonrpc": "2.0", "id": "guess", "result": {}})
+
+
+# The Redis of the fault tests, which another test run may share ----------------------------------
+
+def test_a_cluster_waits_for_a_redis_database_another_run_holds_and_leaves_its_keys_alone():
+    require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
+    theirs = "pid 1 another test run"
+    with redis_client(REDIS_DB) as redis:
+        # Another run's cluster holds the database, and its processes' claims are in it.
+        redis.set(LEASE_KEY, theirs, px=60_000)
+        redis.set("mcp:req:their-session:i101", "their process")
+        lease = RedisLease(REDIS_DB)
+        taking = threading.Thread(target=lease.acquire, daemon=True)
+        taking.start()
+        wait_until(lambda: lease.waiting_for == theirs, 30, "the cluster waiting for the other run")
+        assert redis.get("mcp:req:their-session:i101") == "their process"
+        redis.delete(LEASE_KEY)  # that run's cluster ended
+        taking.join(30)
+        assert not taking.is_alive()
+        try:
+            # This run's now, flushed for it: nothing of the other run's is left.
+            assert redis.get(LEASE_KEY) == lease.token
+            assert redis.get("mcp:req:their-session:i101") is None
+            assert lease.check() is None
+            # A cluster nested in it by this process (a test beside its module's cluster) does
+            # not wait for itself: it holds the database meanwhile, then hands it back.
+            with cluster(0, redis_db=REDIS_DB):
+                assert redis.get(LEASE_KEY) not in (None, lease.token)
+            assert redis.get(LEASE_KEY) == lease.token
+        finally:
+            lease.release()
+        assert redis.get(LEASE_KEY) is None
+
+
+def test_a_cluster_whose_redis_database_another_run_flushed_says_so_when_its_test_fails():
+    require(reachable(REDIS_HOST, REDIS_PORT), f"needs Redis on {REDIS_HOST}:{REDIS_PORT}")
+    with pytest.raises(AssertionError) as failed, cluster(0, redis_db=REDIS_DB):
+        with redis_client(REDIS_DB) as redis:
+            redis.flushdb()  # as a run of tests that flush without a lease does
+        raise AssertionError("the request's claim is gone")
+    assert str(failed.value) == "the request's claim is gone"
+    assert f"Redis database {REDIS_DB} on {REDIS_HOST}:{REDIS_PORT} was flushed or taken by another " \
+           "process" in "\n".join(failed.value.__notes__)
+    # A failure with the database intact has no note.
+    with pytest.raises(AssertionError) as failed, cluster(0, redis_db=REDIS_DB):
+        raise AssertionError("a failure of its own")
+    assert not getattr(failed.value, "__notes__", None)
+    with redis_client(REDIS_DB) as redis:
+        assert redis.get(LEASE_KEY) is None

@@ -16,7 +16,7 @@ from mcp_server.http.options import StreamableHTTPOptions
 from mcp_server.http.transport import StreamableHTTPTransport
 from mcp_server.settings import DEFAULTS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+CONFIGURATION = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
 def test_each_option_is_a_setting_with_its_default():
@@ -26,8 +26,8 @@ def test_each_option_is_a_setting_with_its_default():
         assert getattr(options, name) == DEFAULTS[name.upper()], name
 
 
-def test_each_option_is_in_the_readme_settings_table():
-    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README.read_text(), re.MULTILINE))
+def test_each_option_is_in_the_settings_table_of_the_configuration_page():
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", CONFIGURATION.read_text(), re.MULTILINE))
     missing = [name.upper() for name in StreamableHTTPOptions.names() if name.upper() not in documented]
     assert not missing
 

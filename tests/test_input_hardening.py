@@ -229,6 +229,21 @@ def daphne(django_db_setup, django_db_blocker):
         yield server
 
 
+@pytest.fixture(scope="module", params=["daphne", "uvicorn", "hypercorn"])
+def any_server(request, django_db_setup, django_db_blocker):
+    """The demo's one-line application (``get_asgi_application()``) under each ASGI server."""
+    if request.param == "daphne":
+        yield request.getfixturevalue("daphne")
+        return
+    with running(django_db_blocker, server=request.param) as server:
+        yield server
+
+
+@pytest.fixture
+def server(any_server, transactional_db):
+    return any_server
+
+
 @pytest.fixture
 def on_daphne(daphne, transactional_db):
     """Data the daphne process writes is committed: these tests run on a transactional database."""
@@ -337,15 +352,15 @@ def upload(port: int, path: str, head: dict, chunks: int, chunked: bool, on_the_
 
 @pytest.mark.feature("HTTP-05")
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_an_oversized_upload_is_refused_without_being_held(on_daphne, chunked):
-    client = Client(on_daphne.url)
+def test_an_oversized_upload_is_refused_without_being_held(server, chunked):
+    client = Client(server.url)
     client.initialize()
-    pid = on_daphne.process.pid
+    pid = server.process.pid
     assert client.request("ping").response["result"] == {}
     reset_peak(pid)
     before = memory(pid)["VmRSS"]
     pings = []
-    reply = upload(on_daphne.port, "/mcp", {"mcp-session-id": client.session_id}, 64, chunked,
+    reply = upload(server.port, "/mcp", {"mcp-session-id": client.session_id}, 64, chunked,
                    on_the_way=lambda: pings.append(client.request("ping").response))
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413"), reply[:300]
@@ -360,9 +375,26 @@ def test_an_oversized_upload_is_refused_without_being_held(on_daphne, chunked):
     assert client.request("ping").response["result"] == {}
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_client_that_sends_its_whole_oversized_body_before_reading_gets_the_413(server, chunked):
+    # As a simple client does: the whole upload first, then the answer. Closing the connection
+    # while its body still arrives would reset it, and the 413 would be lost with it.
+    size = 8 * MIB
+    framing = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % size
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (size, b" " * size) if chunked else b" " * size
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                     b"accept: application/json, text/event-stream\r\n%s\r\n\r\n" % framing)
+        sock.sendall(body)
+        reply = read_reply(sock)
+    head, _, answer = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), reply[:300]
+    check_server_message(json.loads(answer), "2025-11-25")
+
+
 @pytest.mark.feature("HTTP-05")
-def test_the_body_limit_of_the_endpoint_leaves_other_paths_alone(on_daphne):
-    with socket.create_connection(("127.0.0.1", on_daphne.port), timeout=30) as sock:
+def test_the_body_limit_of_the_endpoint_leaves_other_paths_alone(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         body = b"x" * (5 * MIB)
         sock.sendall(b"POST /admin/login/ HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: text/plain\r\n"
                      b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
@@ -371,7 +403,7 @@ def test_the_body_limit_of_the_endpoint_leaves_other_paths_alone(on_daphne):
     # The endpoint takes a body right at the limit (spaces around a ping).
     text = json.dumps(ping("edge")).encode()
     exactly = text + b" " * (4 * MIB - len(text))
-    client = Client(on_daphne.url)
+    client = Client(server.url)
     client.initialize()
     response = client.post_raw(exactly)
     assert response.status_code == 200 and '{"jsonrpc":"2.0","id":"edge","result":{}}' in response.text

@@ -550,7 +550,11 @@ def test_every_setting_is_covered_here():
                # Its keys: tests/test_authorization_server*.py.
                "AUTHORIZATION_SERVER",
                # tests/test_registry_coalescing.py.
-               "LIST_CHANGED_MIN_INTERVAL"}
+               "LIST_CHANGED_MIN_INTERVAL",
+               # tests/test_asgi_application.py.
+               "ENDPOINT_PATH", "SERVE_STATIC",
+               # tests/test_background_no_worker.py, tests/test_first_hour_checks.py (E023).
+               "BACKGROUND_CALL_QUEUE_TIMEOUT"}
     assert covered == set(DEFAULTS)
 
 
@@ -641,7 +645,11 @@ def test_check_refuses_celery_that_cannot_reach_the_web_processes():
             return [message.id for message in check_background_calls()]
 
     broker = "redis://127.0.0.1:1/0"
-    assert ids(MCP_SERVER=demo_with(), CELERY_BROKER_URL=None, CHANNEL_LAYERS=MEMORY_LAYER) == []
+    # No broker: the calls run in the web process, which it says unless told so (W023).
+    assert ids(MCP_SERVER=demo_with(), CELERY_BROKER_URL=None,
+               CHANNEL_LAYERS=MEMORY_LAYER) == ["mcp_server.W023"]
+    assert ids(MCP_SERVER=demo_with(BACKGROUND_CALLS="local"), CELERY_BROKER_URL=None,
+               CHANNEL_LAYERS=MEMORY_LAYER) == []
     assert ids(MCP_SERVER=demo_with(REDIS_URL=None), CELERY_BROKER_URL=broker,
                CHANNEL_LAYERS=MEMORY_LAYER) == ["mcp_server.E021", "mcp_server.E022"]
     assert ids(MCP_SERVER=demo_with(REDIS_URL="redis://127.0.0.1:1/0"), CELERY_BROKER_URL=broker,

@@ -77,12 +77,18 @@ def mcp_warnings() -> list:
 
 
 def test_no_warning_with_the_defaults():
-    with override_settings(ALLOWED_HOSTS=["localhost", "mcp.example.com"], MCP_SERVER={}):
+    """Background tools with no broker warn that they run in the web process (test_first_hour_checks.py)
+    until the project says it wants that."""
+    with override_settings(ALLOWED_HOSTS=["localhost", "mcp.example.com"], CELERY_BROKER_URL=None,
+                           MCP_SERVER={}):
+        assert [m.id for m in mcp_warnings()] == ["mcp_server.W023"]
+    with override_settings(ALLOWED_HOSTS=["localhost", "mcp.example.com"],
+                           MCP_SERVER={"BACKGROUND_CALLS": "local"}):
         assert mcp_warnings() == []
 
 
 def test_allowed_hosts_star_warns_that_rebinding_protection_is_off():
-    with override_settings(ALLOWED_HOSTS=["*"], MCP_SERVER={}):
+    with override_settings(ALLOWED_HOSTS=["*"], MCP_SERVER={"BACKGROUND_CALLS": "local"}):
         [warning] = mcp_warnings()
     assert warning.id == "mcp_server.W002"
     assert warning.msg.startswith("ALLOWED_HOSTS contains '*'")
@@ -90,16 +96,19 @@ def test_allowed_hosts_star_warns_that_rebinding_protection_is_off():
 
 
 def test_the_endpoints_own_allowed_hosts_take_precedence():
-    with override_settings(ALLOWED_HOSTS=["*"], MCP_SERVER={"ALLOWED_HOSTS": ["mcp.example.com"]}):
+    with override_settings(ALLOWED_HOSTS=["*"], MCP_SERVER={"ALLOWED_HOSTS": ["mcp.example.com"],
+                                                             "BACKGROUND_CALLS": "local"}):
         assert mcp_warnings() == []
-    with override_settings(ALLOWED_HOSTS=["localhost"], MCP_SERVER={"ALLOWED_HOSTS": ["*"]}):
+    with override_settings(ALLOWED_HOSTS=["localhost"], MCP_SERVER={"ALLOWED_HOSTS": ["*"],
+                                                                    "BACKGROUND_CALLS": "local"}):
         [warning] = mcp_warnings()
     assert warning.id == "mcp_server.W002"
     assert warning.msg.startswith("MCP_SERVER['ALLOWED_HOSTS'] contains '*'")
 
 
 def test_rebinding_protection_switched_off_warns():
-    with override_settings(ALLOWED_HOSTS=["localhost"], MCP_SERVER={"DNS_REBINDING_PROTECTION": False}):
+    with override_settings(ALLOWED_HOSTS=["localhost"], MCP_SERVER={"DNS_REBINDING_PROTECTION": False,
+                                                                    "BACKGROUND_CALLS": "local"}):
         [warning] = mcp_warnings()
     assert warning.id == "mcp_server.W001"
     assert "DNS_REBINDING_PROTECTION'] is False" in warning.msg

@@ -440,9 +440,9 @@ def test_annotations_with_a_2024_11_05_pin_raise_at_construction():
 
 
 @pytest.mark.feature("TOOL-07")
-def test_readme_says_annotations_need_2025_03_26():
-    readme = (REPO / "README.md").read_text()
-    assert any("annotations" in line and "2025-03-26" in line for line in readme.splitlines())
+def test_the_docs_say_annotations_need_2025_03_26():
+    page = (REPO / "docs" / "defining.md").read_text()
+    assert any("annotations" in line and "2025-03-26" in line for line in page.splitlines())
 
 
 @pytest.mark.feature("TOOL-23")

@@ -48,8 +48,12 @@ STATUS_ERRORS = {400: BadRequestError, 401: UnauthorizedError, 403: ForbiddenErr
 class HTTPTransport:
     """``HTTPTransport(url, headers={}, max_message_bytes=4 MiB, max_reconnection_wait=300)``.
 
-    ``http_client_factory()`` returns the ``httpx.AsyncClient`` to use (add auth, proxies,
-    event hooks there); redirects are not followed. ``oauth`` is a provider of
+    ``http_client_factory``: a callable of no arguments returning the ``httpx.AsyncClient`` that
+    sends every HTTP request of the connection (proxies, certificates, event hooks, another httpx
+    transport: an ASGI app in process, a mock, or :func:`~mcp_client.transports.round_robin.round_robin`,
+    which spreads the requests over several endpoints). It is called at ``connect()``, once per
+    connection, and the client it returns is closed with the connection; ``timeout`` is then the
+    factory's to set, and redirects must not be followed. ``oauth`` is a provider of
     :mod:`mcp_client.oauth` (``Provider``, ``ClientCredentialsProvider`` ...): it becomes the
     client's ``auth``, so a 401 runs its flow and a 403 ``insufficient_scope`` its step-up.
     """

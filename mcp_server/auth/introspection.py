@@ -25,7 +25,7 @@ logger = logging.getLogger("mcp_server.auth")
 
 
 class IntrospectionAuthentication(BaseAuthentication):
-    """Settings: ``MCP_SERVER["RESOURCE_SERVER"]["INTROSPECTION"]`` (see the README)."""
+    """Settings: ``MCP_SERVER["RESOURCE_SERVER"]["INTROSPECTION"]`` (docs/authentication.md)."""
 
     method = "introspection"
 

@@ -26,7 +26,7 @@ ASYMMETRIC = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "E
 
 
 class JWTAuthentication(BaseAuthentication):
-    """Settings: ``MCP_SERVER["RESOURCE_SERVER"]["JWT"]`` (see the README)."""
+    """Settings: ``MCP_SERVER["RESOURCE_SERVER"]["JWT"]`` (docs/authentication.md)."""
 
     method = "jwt"
 

@@ -19,15 +19,16 @@ BOUNDS = ("MAX_REDIRECT_URIS", "MAX_REDIRECT_URI_LENGTH", "MAX_REGISTRATION_BYTE
 
 @checks.register(checks.Tags.templates)
 def check_consent_template(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """The consent page's template is the project's own (its top-level templates/), as admin's
-    look is: without it every authorization request would fail."""
+    """The consent page's template ships with the app; a project may override it. Without any,
+    every authorization request would fail, so start-up stops instead."""
     try:
         get_template(CONSENT_TEMPLATE)
     except TemplateDoesNotExist:
         return [checks.Error(
             f"The OAuth consent page's template {CONSENT_TEMPLATE!r} is not found.",
-            hint="Copy templates/oauth/consent.html (and templates/registration/login.html for a login "
-                 "page) from django-mcp-sdk's demo project into a directory of TEMPLATES' DIRS.",
+            hint='The app ships one: keep "mcp_server.authorization_server" in INSTALLED_APPS and '
+                 "TEMPLATES' APP_DIRS True (as startproject writes it), or put your own "
+                 f"{CONSENT_TEMPLATE} in a directory of TEMPLATES' DIRS.",
             id="mcp_authorization_server.E001",
         )]
     return []

@@ -3,9 +3,9 @@
 Django's ``LoginView`` with a form that counts each wrong password per account and client
 address (``LOGIN_FAILURE_RATE``, in Django's cache, which every process shares) and, past the
 limit, refuses the account from that address (429) without checking the password, the right one
-included, until the period ends. Mount it where ``LOGIN_URL`` points::
-
-    path("accounts/login/", LoginView.as_view(), name="login"),
+included, until the period ends. The app's URLs mount it at ``oauth/login/``; its template,
+``mcp_authorization_server/login.html``, is the app's own, and a project overrides it by putting
+one of that name in its templates.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 
 
 class LoginView(auth_views.LoginView):
+    template_name = "mcp_authorization_server/login.html"
     authentication_form = ThrottledAuthenticationForm
 
     def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:

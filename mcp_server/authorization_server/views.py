@@ -6,9 +6,9 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from django.conf import settings
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
 from oauth2_provider import views as dot
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
@@ -80,7 +80,7 @@ class AuthorizationView(dot.AuthorizationView):
         return super().get(request, *args, **kwargs)
 
     def get_login_url(self) -> str:
-        return mcp_settings.AUTHORIZATION_SERVER["LOGIN_URL"] or settings.LOGIN_URL
+        return mcp_settings.AUTHORIZATION_SERVER["LOGIN_URL"] or reverse("oauth2_provider:login")
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
         return super().redirect(with_issuer(redirect_to, issuer(self.request)), application)

@@ -18,9 +18,12 @@ client depends on how the request came:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from mcp_protocol import jsonrpc
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import InternalError, MCPError
 
@@ -34,6 +37,7 @@ from ..invoke import call_user_code, run_in_thread
 from ..models import ToolCall
 from . import admission, records
 from .execute import BackgroundContext, ProgressFloor, execute, process_name
+from .queue_wait import expire_if_untaken, wait_before_check
 from .recovery import run_again
 from .runner import celery_enabled, enqueue, revoke
 from .task_hooks import task_hooks, wanted_as_task
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
     from ..primitives.tool import Tool
 
 WORKER_STOPPED = "The worker running this call stopped before answering; send it again"
+logger = logging.getLogger("mcp_server.background")
 
 
 async def call_in_background(ctx: ServerContext, tool: Tool, arguments: dict) -> Any:
@@ -221,6 +226,7 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
     listener = ListenStream(transport, session_id, stream, outbound.sse, token, final_id=ctx.request_id)
     runtime.streams[(session_id, stream)] = listener
     outbound.listener = listener  # a dropped connection ends it
+    watchdog = None
     try:
         # The worker takes the request over once it starts; until then this process holds it.
         outbound.request_handed_off = True
@@ -229,11 +235,37 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
         except Exception:
             outbound.request_handed_off = False
             raise
+        watchdog = asyncio.create_task(_answer_if_untaken(transport, call_id))
         await listener.run(None)
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watchdog
         if runtime.streams.get((session_id, stream)) is listener:
             del runtime.streams[(session_id, stream)]
         await transport.release_stream(session_id, stream, token)
+
+
+async def _answer_if_untaken(transport: StreamableHTTPTransport, call_id: str) -> None:
+    """While the stream waits for the worker: a call no worker takes within the bound lets go of
+    its request and gets its error on the stream, written as a worker writes its response
+    (stored, then handed to whoever holds the stream)."""
+    interval = transport.options.process_heartbeat_interval
+    try:
+        call = await records.get(call_id)
+        while call is not None and not call.finished:
+            await asyncio.sleep(wait_before_check(call, interval))
+            call = await records.get(call_id)
+            error = await expire_if_untaken(call) if call is not None else None
+            if error is not None:
+                # The id first: the client may send it again as soon as it reads the error.
+                await transport.let_go_of_request(call.session_id, call.request_id)
+                await transport.deliver(call.session_id, post_stream(call.request_id),
+                                        jsonrpc.error_from(call.request_id, error))
+                return
+    except Exception as exc:  # the stream still ends when the call does; only the bound is lost
+        logger.warning("watching whether a worker takes %s failed: %s", call_id, exc)
 
 
 # relay: the worker's messages come here -----------------------------------------------------------
@@ -244,11 +276,12 @@ async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime
     progress = ProgressFloor()
     try:
         await run_in_thread(enqueue, call_id)
+        wait = wait_before_check(await records.get(call_id), transport.options.process_heartbeat_interval)
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), transport.options.process_heartbeat_interval)
+                item = await asyncio.wait_for(queue.get(), wait)
             except TimeoutError:
-                await _check_runner(transport, runtime, call_id)
+                wait = await _check_runner(transport, runtime, call_id)
                 continue
             if "message" in item:
                 if not progress.passes(item["message"]):
@@ -262,16 +295,24 @@ async def _relay(ctx: ServerContext, transport: StreamableHTTPTransport, runtime
         runtime.calls.pop(call_id, None)
 
 
-async def _check_runner(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> None:
-    """A relayed call whose worker died ends with an error instead of waiting forever."""
+async def _check_runner(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> float:
+    """A relayed call that no worker takes in time, or whose worker died, ends with an error
+    instead of waiting forever. The seconds to wait before the next check."""
+    interval = transport.options.process_heartbeat_interval
     call = await records.get(call_id)
+    if call is not None and call.state == records.State.QUEUED:
+        error = await expire_if_untaken(call)
+        if error is not None:
+            raise error
+        return wait_before_check(call, interval)
     if call is None or call.state != records.State.RUNNING:
-        return
+        return interval
     if await transport.liveness.holds_dead(call.runner, runtime.channel_key):
         if await run_again(transport, call):
-            return
+            return interval
         await records.finish(call_id, records.State.FAILED, error=WORKER_STOPPED)
         raise InternalError(WORKER_STOPPED)
+    return interval
 
 
 def _result_of(response: dict) -> Any:

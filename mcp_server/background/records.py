@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.db import connections, router, transaction
@@ -97,6 +98,15 @@ def _finish(call_id: str, state: str, response: dict | None = None, error: str =
         state=state, response=response, error=error, finished_at=now, updated_at=now))
 
 
+def _expire_queued(call_id: str, seconds: float, response: dict, error: str) -> bool:
+    """queued -> failed for a call that has waited ``seconds`` or more for a worker since it was
+    queued (its last write); False when a worker took it, or it ended, meanwhile."""
+    now = timezone.now()
+    return bool(ToolCall.objects.filter(
+        id=call_id, state=State.QUEUED, updated_at__lte=now - timedelta(seconds=seconds),
+    ).update(state=State.FAILED, response=response, error=error, finished_at=now, updated_at=now))
+
+
 def _record_progress(call_id: str, progress: float, total: float | None, message: str | None) -> None:
     ToolCall.objects.filter(id=call_id).update(progress=progress, total=total, message=message or "",
                                                updated_at=timezone.now())
@@ -155,6 +165,10 @@ async def finish(call_id: str, state: str, response: dict | None = None, error: 
 
 async def requeue(call_id: str, dead_runner: str, retries: int) -> bool:
     return await run_in_thread(_requeue, call_id, dead_runner, retries)
+
+
+async def expire_queued(call_id: str, seconds: float, response: dict, error: str) -> bool:
+    return await run_in_thread(_expire_queued, call_id, seconds, response, error)
 
 
 async def record_progress(call_id: str, progress: float, total: float | None, message: str | None) -> None:

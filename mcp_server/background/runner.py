@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import logging
+from urllib.parse import urlsplit, urlunsplit
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -29,6 +32,39 @@ def runner_name() -> str:
 
 def celery_enabled() -> bool:
     return runner_name() == "celery"
+
+
+def broker_url() -> str:
+    """The project's ``CELERY_BROKER_URL`` with its password masked, fit for logs and errors."""
+    url = str(getattr(settings, "CELERY_BROKER_URL", None) or "")
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    except ValueError:
+        return "(a broker URL that cannot be read)"
+
+
+# How to send background calls to workers, in the lines a project writes into its settings.
+TO_CELERY = ('set CELERY_BROKER_URL in the settings of the web processes too, not only the '
+             'worker\'s: CELERY_BROKER_URL = "redis://127.0.0.1:6379/1" (and run '
+             '"celery -A <project> worker")')
+KEEP_LOCAL = 'MCP_SERVER["BACKGROUND_CALLS"] = "local"'
+
+
+def where_calls_run() -> tuple[int, str]:
+    """Where this process sends background tool calls, as a log level and a sentence: a warning
+    when they run here only because no broker is configured (the setting chose nothing)."""
+    if runner_name() == "celery":
+        return logging.INFO, f"background tool calls go to Celery workers through the broker {broker_url()}"
+    if mcp_settings.BACKGROUND_CALLS == "local":
+        return logging.INFO, ('background tool calls run in this process (MCP_SERVER["BACKGROUND_CALLS"] '
+                              '= "local")')
+    return logging.WARNING, ("background tool calls run in this web process: CELERY_BROKER_URL is not set "
+                             f"here. To run them on Celery workers, {TO_CELERY}; to keep them here "
+                             f"and say so, {KEEP_LOCAL}")
 
 
 def enqueue(call_id: str, task_id: str | None = None) -> None:

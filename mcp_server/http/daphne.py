@@ -1,5 +1,6 @@
 """Hooks into daphne (Twisted) for the MCP endpoint; each does nothing when daphne is not the
-server. Call them from the project's ASGI module (``mcp_server.asgi`` exports them)."""
+server. ``mcp_server.asgi.get_asgi_application()`` and ``mcp_urlpatterns()`` install them (a
+project's ASGI module calls nothing); ``mcp_server.asgi`` exports them too."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fair share: what one client may hold at once, so that it cannot lock out the others.
 
 Past a limit the client gets HTTP 429 with a JSON-RPC error body and a ``Retry-After``; the limits
-themselves are options of the transport (``MCP_SERVER`` settings, see the README's "Limits").
+themselves are options of the transport (``MCP_SERVER`` settings, docs/production.md, "Limits").
 """
 
 from __future__ import annotations

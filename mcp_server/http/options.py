@@ -1,9 +1,10 @@
 """The options of the Streamable HTTP transport: one frozen object, checked when it is made.
 
 Each option is the ``MCP_SERVER`` setting of its name in upper case, and takes its default from
-there (``mcp_server.settings.DEFAULTS``, where each is explained, as in the README's settings
-table): the default server's transport is built with :meth:`StreamableHTTPOptions.from_settings`,
-and a transport built by hand with the options it names, the others at their defaults.
+there (``mcp_server.settings.DEFAULTS``, where each is explained, as in the settings table of
+docs/configuration.md): the default server's transport is built with
+:meth:`StreamableHTTPOptions.from_settings`, and a transport built by hand with the options it
+names, the others at their defaults.
 """
 
 from __future__ import annotations

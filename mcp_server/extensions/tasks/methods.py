@@ -14,6 +14,7 @@ from mcp_protocol.errors import METHOD_NOT_FOUND, InternalError, InvalidParamsEr
 
 from ...background import records
 from ...background.launch import WORKER_STOPPED, cancel_call, request_transport
+from ...background.queue_wait import expire_if_untaken
 from ...background.recovery import run_again
 from ...models import ToolCall
 from ...mrtr import checked_input_responses
@@ -74,7 +75,13 @@ async def _task_of(ctx: Any, verb: str) -> ToolCall:
 
 async def _settle_dead_runner(ctx: Any, call: ToolCall) -> ToolCall:
     """A task whose runner died mid-call fails with a JSON-RPC error (or runs again, when its tool
-    is idempotent), found by whichever process is asked about it."""
+    is idempotent), and so does one that no worker took within BACKGROUND_CALL_QUEUE_TIMEOUT,
+    found by whichever process is asked about it."""
+    if call.state == State.QUEUED and call.delivery == "task":
+        if await expire_if_untaken(call) is None:
+            return call
+        await publish(call.id, request_transport(ctx))
+        return await records.get(call.id) or call
     if call.state not in (State.RUNNING, State.INPUT_REQUIRED) or not call.runner:
         return call
     transport = request_transport(ctx)

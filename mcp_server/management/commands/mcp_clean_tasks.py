@@ -4,7 +4,7 @@ background calls older than their retention.
 ``MCP_SERVER["TASK_TTL_MS"]`` says how long a task stays readable; past it ``tasks/get`` answers
 "expired" and this deletes the record. ``MCP_SERVER["BACKGROUND_CALL_RETENTION"]`` says how long
 the record of another background call is kept once it finished. The Celery beat entry
-``mcp_server.clean_tasks`` runs the same cleanup periodically (see the README).
+``mcp_server.clean_tasks`` runs the same cleanup periodically (docs/background.md).
 """
 
 from __future__ import annotations

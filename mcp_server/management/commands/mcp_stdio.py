@@ -33,6 +33,12 @@ class Command(BaseCommand):
                  "(default: MCP_SERVER['STDIO_MAX_LINE_BYTES'])",
         )
 
+    def check(self, *args: Any, **kwargs: Any) -> None:
+        from mcp_server.checks import for_stdio
+
+        with for_stdio():  # no warning that background calls run in the web process: here they must
+            super().check(*args, **kwargs)
+
     def handle(self, *args: Any, **options: Any) -> None:
         # stdout carries protocol messages only: every log line goes to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, force=True)

@@ -1,22 +1,9 @@
-"""The MCP endpoint for a project's ASGI router.
-
-    application = ProtocolTypeRouter({"http": URLRouter([
-        path("mcp", session_auth(streamable_http_app())),
-        re_path(r"", get_asgi_application()),
-    ])})
-
-The daphne hooks (``skip_daphne_form_parsing``, ``refuse_oversized_daphne_bodies``,
-``cut_off_slow_daphne_readers``) are exported here too, for the same module to call.
-"""
+"""The ASGI applications of the endpoint: the default server over Streamable HTTP, the session
+cookie's user, and the OAuth Protected Resource Metadata (RFC 9728) of the endpoint."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from .http.daphne import cut_off_slow_daphne_readers, refuse_oversized_daphne_bodies, skip_daphne_form_parsing
-
-__all__ = ["cut_off_slow_daphne_readers", "protected_resource_metadata_app", "refuse_oversized_daphne_bodies",
-           "session_auth", "skip_daphne_form_parsing", "streamable_http_app"]
 
 
 class _LazyEndpoint:
@@ -27,7 +14,7 @@ class _LazyEndpoint:
         self._server: Any = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        from .site import get_transport
+        from ..site import get_transport
 
         transport = get_transport()
         if self._app is None or self._server is not transport.server:
@@ -86,8 +73,8 @@ def protected_resource_metadata_app(mcp_path: str = "/mcp") -> Any:
 
         re_path(r"^\.well-known/oauth-protected-resource(?:/.*)?$", protected_resource_metadata_app()),
     """
-    from .auth.metadata import ProtectedResourceMetadata
-    from .site import get_transport
+    from ..auth.metadata import ProtectedResourceMetadata
+    from ..site import get_transport
 
     return ProtectedResourceMetadata(get_transport, mcp_path)
 

@@ -1,0 +1,130 @@
+"""The endpoint's body limit at the ASGI layer, under any server.
+
+uvicorn and hypercorn hand the body to the application as it arrives (and stop reading the socket
+while the application does not ask for more), so counting it there refuses an oversized upload
+without holding it. daphne holds the whole body before the application sees it: there the daphne
+hook (``mcp_server.http.daphne.refuse_oversized_daphne_bodies``) refuses it first, and this layer
+never sees too much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp_protocol import jsonrpc
+from mcp_protocol.errors import INVALID_REQUEST
+
+from ..http.daphne import REFUSED_BODY_LINGER_SECONDS
+from ..settings import mcp_settings
+
+# How long a refused body may pause before the connection is closed (at most
+# REFUSED_BODY_LINGER_SECONDS in all): an upload under way sends without pauses.
+REFUSED_BODY_IDLE_SECONDS = 0.5
+
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+
+def too_large(limit: int) -> bytes:
+    """The 413's body: a JSON-RPC error, as the endpoint itself answers one."""
+    message = f"Payload Too Large: the body exceeds {limit} bytes"
+    return jsonrpc.encode(jsonrpc.error_response(None, INVALID_REQUEST, message)).encode()
+
+
+class BodyLimit:
+    """``app`` with request bodies refused (413) once they pass ``max_bytes``.
+
+    A Content-Length over the limit is refused before any of the body is read; a body without one
+    (chunked) is counted as it arrives and refused at the chunk that passes the limit. The 413
+    closes the connection; what the client still sends meanwhile is read and dropped for a bounded
+    time, so that a client that sends its whole body before reading gets the answer rather than a
+    reset. The application then sees the client gone (``http.disconnect``), and what it still
+    sends is dropped. ``max_bytes`` defaults to ``MCP_SERVER["MAX_REQUEST_BYTES"]``.
+    """
+
+    def __init__(self, app: Any, max_bytes: int | None = None):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    @property
+    def limit(self) -> int:
+        return self.max_bytes if self.max_bytes is not None else mcp_settings.MAX_REQUEST_BYTES
+
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit
+        declared = expects_continue = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                declared = value
+            elif name == b"expect":
+                expects_continue = value.lower() == b"100-continue"
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            # A client waiting for "100 Continue" sends nothing more: no body to drop.
+            await refuse(send, receive, limit, linger=not expects_continue)
+            return
+        exchange = Limited(receive, send, limit)
+        await self.app(scope, exchange.receive, exchange.send)
+
+
+class Limited:
+    """The application's ``receive`` and ``send`` for one request: past the limit, ``receive``
+    answers 413 itself (unless the application began its response) and tells the application the
+    client left, and what the application still sends is dropped."""
+
+    def __init__(self, receive: Receive, send: Send, limit: int):
+        self._receive = receive
+        self._send = send
+        self.limit = limit
+        self.size = 0
+        self.started = False
+        self.refused = False
+
+    async def receive(self) -> dict:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.size += len(message.get("body", b""))
+            if self.size > self.limit:
+                self.refused = True
+                if not self.started:
+                    await refuse(self._send, self._receive, self.limit,
+                                 linger=bool(message.get("more_body")))
+                return {"type": "http.disconnect"}
+        return message
+
+    async def send(self, message: dict) -> None:
+        if self.refused and not self.started:
+            return  # the 413 went out instead
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+
+async def refuse(send: Send, receive: Receive, limit: int, *, linger: bool) -> None:
+    """Answer 413 and close the connection, reading and dropping the body meanwhile if asked."""
+    body = too_large(limit)
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    # The whole answer goes out now; the response ends (and the server closes the connection)
+    # only once the client stopped sending, so that its unread upload does not reset the answer.
+    await send({"type": "http.response.body", "body": body, "more_body": linger})
+    if not linger:
+        return
+    deadline = time.monotonic() + REFUSED_BODY_LINGER_SECONDS
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            # A client that read its answer and stopped sending is let go soon after.
+            message = await asyncio.wait_for(receive(), min(left, REFUSED_BODY_IDLE_SECONDS))
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+    except TimeoutError:
+        pass
+    await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -24,6 +24,16 @@ def _fresh_global_configuration():
     configuration.global_configuration._values = saved
 
 
+@pytest.fixture(scope="module")
+def reference_http(tmp_path_factory):
+    """The official Python SDK's reference server over HTTP, one per test module."""
+    from .client_support import ReferenceHTTPServer
+
+    server = ReferenceHTTPServer(tmp_path_factory.mktemp("reference") / "server.log")
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def make_client():
     """``make_client(server, revision="2025-11-25", initialize=True)`` -> InProcessClient."""

@@ -21,7 +21,6 @@ from .client_support import (
     CheckedHTTPTransport,
     CheckedStdioTransport,
     FakeHTTPServer,
-    ReferenceHTTPServer,
     every_message_checked,
 )
 from .harness import REPO
@@ -42,13 +41,6 @@ def _every_client_message_checked(monkeypatch):
     monkeypatch.setattr(cli, "StdioTransport", CheckedStdioTransport)
     monkeypatch.setattr(cli, "HTTPTransport", CheckedHTTPTransport)
     yield from every_message_checked()
-
-
-@pytest.fixture(scope="module")
-def reference_http(tmp_path_factory):
-    server = ReferenceHTTPServer(tmp_path_factory.mktemp("reference") / "server.log")
-    yield server
-    server.stop()
 
 
 def run(*argv: str, ask=None) -> tuple[int, str, str]:

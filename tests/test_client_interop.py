@@ -21,7 +21,6 @@ from .client_support import (
     WAIT,
     CheckedHTTPTransport,
     CheckedStdioTransport,
-    ReferenceHTTPServer,
     cancel_when,
     eventually,
     every_message_checked,
@@ -37,13 +36,6 @@ SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "42"}, "mode
 @pytest.fixture(autouse=True)
 def _every_client_message_checked():
     yield from every_message_checked()
-
-
-@pytest.fixture(scope="module")
-def reference_http(tmp_path_factory):
-    server = ReferenceHTTPServer(tmp_path_factory.mktemp("reference") / "server.log")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=TRANSPORTS)

@@ -20,7 +20,6 @@ from .client_support import (
     STDIO_SETTINGS,
     CheckedHTTPTransport,
     CheckedStdioTransport,
-    ReferenceHTTPServer,
     every_message_checked,
 )
 from .harness import REPO
@@ -37,13 +36,6 @@ def _checked(monkeypatch):
     for name, value in STDIO_SETTINGS.items():
         monkeypatch.setenv(name, value)
     yield from every_message_checked()
-
-
-@pytest.fixture(scope="module")
-def reference_http(tmp_path_factory):
-    server = ReferenceHTTPServer(tmp_path_factory.mktemp("reference") / "server.log")
-    yield server
-    server.stop()
 
 
 def test_a_command_line_names_a_stdio_server():

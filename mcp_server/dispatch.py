@@ -17,6 +17,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 
+from . import ports
 from .context import ServerContext
 from .errors import AnsweredElsewhere, MissingCapabilityError
 from .handlers import declares
@@ -180,6 +181,8 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     if config.instrument_server_context:
         data["server_context"] = server.server_context
     outcome = _Outcome()
+    observers = ports.observers()
+    observed = await _started(server, observers, ctx) if observers else ()
     started = time.perf_counter()
 
     async def call_next() -> Any:
@@ -224,9 +227,28 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
         if reason is None and isinstance(outcome.error, CancelledError):
             reason = outcome.error.reason
         data["cancellation_reason"] = reason
-    data["duration"] = time.perf_counter() - started
+    data["duration"] = duration = time.perf_counter() - started
     await server.instrument_async(data)
+    response = _response(ctx, outcome, cancelled)
+    for observer, state in observed:
+        try:
+            observer.request_finished(state, ctx, response, outcome.error, duration)
+        except Exception as exc:  # an observer never costs the client its answer
+            await server.report_exception_async(exc, {"request": ctx.message, "observer": observer})
+    return response
 
+
+async def _started(server: Server, observers: list, ctx: ServerContext) -> list:
+    observed = []
+    for observer in observers:
+        try:
+            observed.append((observer, observer.request_started(ctx)))
+        except Exception as exc:  # the request is served unobserved by this one
+            await server.report_exception_async(exc, {"request": ctx.message, "observer": observer})
+    return observed
+
+
+def _response(ctx: ServerContext, outcome: _Outcome, cancelled: bool) -> dict | None:
     if cancelled or isinstance(outcome.error, AnsweredElsewhere):
         return None  # a cancelled request gets no response; another has one already
     error = outcome.error

@@ -37,6 +37,7 @@ from mcp_server.telemetry import metrics
 from .client_support import CheckedHTTPTransport
 from .harness import CLIENT_INFO
 from .http_support import post_headers
+from .modern_support import MODERN, modern_headers, modern_request, sse_messages
 from .waiting import wait_until
 from .wire import check_client_message, check_server_message
 
@@ -208,16 +209,18 @@ async def test_a_reaped_session_is_recorded(reader, served):
 
 # Gauges -----------------------------------------------------------------------------------------
 class OpenStream:
-    """A GET stream through the ASGI application, open until :meth:`close`."""
+    """A streaming request through the ASGI application (a GET stream, a listen POST), open until
+    :meth:`close`."""
 
-    def __init__(self, app, session_id: str):
+    def __init__(self, app, headers: dict, revision: str, *, method: str = "GET", body: bytes = b""):
+        self.revision = revision
+        self.received = b""
         self.started = asyncio.Event()
         self.gone = asyncio.Event()
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        self.body = body
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
                  "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"127.0.0.1"), (b"accept", b"text/event-stream"),
-                             (b"mcp-session-id", session_id.encode()),
-                             (b"mcp-protocol-version", REVISION.encode())],
+                 "headers": [(key.encode(), value.encode()) for key, value in headers.items()],
                  "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
         self.task = asyncio.ensure_future(app(scope, self.receive, self.send))
         self.sent_request = False
@@ -225,7 +228,7 @@ class OpenStream:
     async def receive(self) -> dict:
         if not self.sent_request:
             self.sent_request = True
-            return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.request", "body": self.body, "more_body": False}
         await self.gone.wait()
         return {"type": "http.disconnect"}
 
@@ -233,10 +236,15 @@ class OpenStream:
         if message["type"] == "http.response.start":
             assert message["status"] == 200, message
             self.started.set()
+        elif message["type"] == "http.response.body":
+            self.received += message.get("body", b"")
 
     async def close(self) -> None:
+        """Disconnect; what the stream carried is checked against its revision's schema."""
         self.gone.set()
         await asyncio.wait_for(self.task, 10)
+        for sent in sse_messages(self.received.decode()):
+            check_server_message(sent, self.revision)
 
 
 def gauge(reader, name: str) -> float:
@@ -249,7 +257,9 @@ async def test_open_streams_and_live_sessions_go_up_and_down(reader, served):
     await client.connect()
     await client.list_tools()
     base = {name: gauge(reader, name) for name in (metrics.GET_STREAMS, metrics.SESSIONS)}
-    stream = OpenStream(transport.as_asgi(), client.transport.session_id)
+    stream = OpenStream(transport.as_asgi(), {
+        "host": "127.0.0.1", "accept": "text/event-stream", "mcp-session-id": client.transport.session_id,
+        "mcp-protocol-version": REVISION}, REVISION)
     await asyncio.wait_for(stream.started.wait(), 10)
     assert gauge(reader, metrics.GET_STREAMS) == base[metrics.GET_STREAMS] + 1
     assert gauge(reader, metrics.SESSIONS) == base[metrics.SESSIONS] + 1
@@ -257,6 +267,19 @@ async def test_open_streams_and_live_sessions_go_up_and_down(reader, served):
     assert gauge(reader, metrics.GET_STREAMS) == base[metrics.GET_STREAMS]
     assert gauge(reader, metrics.SESSIONS) == base[metrics.SESSIONS]
     await client.close()
+
+
+async def test_open_listen_streams_go_up_and_down(reader, served):
+    transport = served()
+    base = gauge(reader, metrics.LISTEN_STREAMS)
+    request = modern_request("subscriptions/listen", "listen-1", notifications={"toolsListChanged": True})
+    check_client_message(request, MODERN)
+    stream = OpenStream(transport.as_asgi(), modern_headers(request), MODERN, method="POST",
+                        body=json.dumps(request).encode())
+    await asyncio.wait_for(stream.started.wait(), 10)
+    assert gauge(reader, metrics.LISTEN_STREAMS) == base + 1
+    await stream.close()
+    assert gauge(reader, metrics.LISTEN_STREAMS) == base
 
 
 # Counters ---------------------------------------------------------------------------------------

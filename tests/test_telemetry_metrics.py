@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import io
 import json
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from django.utils import timezone
 
 from mcp_client import AsyncClient
 from mcp_client.errors import ServerError
-from mcp_server import Server, ServerContext
+from mcp_server import Server, ServerContext, StdioTransport
 from mcp_server.auth import AuthenticationFailed
 from mcp_server.auth.resource_server import ResourceServer
 from mcp_server.http import StreamableHTTPTransport
@@ -205,6 +206,32 @@ async def test_a_reaped_session_is_recorded(reader, served):
     assert count_of(reader, metrics.SESSION_DURATION) == before + 1
     client.transport.session_id = None  # nothing left to DELETE
     await client.close()
+
+
+def test_a_stdio_session_is_recorded_with_a_pipe(reader):
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": REVISION, "capabilities": {}, "clientInfo": CLIENT_INFO}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+    ]
+    for message in messages:
+        check_client_message(message, REVISION)
+    before = count_of(reader, metrics.SESSION_DURATION, **{"network.transport": "pipe"})
+    calls = count_of(reader, metrics.OPERATION_DURATION,
+                     **{"network.transport": "pipe", "gen_ai.tool.name": "add"})
+    stdout = io.BytesIO()
+    StdioTransport(build_server("stdio-metrics"), stdin=io.BytesIO(
+        b"".join(json.dumps(message).encode() + b"\n" for message in messages)), stdout=stdout).open()
+    answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    for answer in answers:
+        check_server_message(answer, REVISION)
+    assert answers[-1]["result"]["content"][0]["text"] == "3"
+    assert count_of(reader, metrics.SESSION_DURATION, **{"network.transport": "pipe",
+                                                          "mcp.protocol.version": REVISION}) == before + 1
+    assert count_of(reader, metrics.OPERATION_DURATION,
+                    **{"network.transport": "pipe", "gen_ai.tool.name": "add"}) == calls + 1
 
 
 # Gauges -----------------------------------------------------------------------------------------

@@ -180,6 +180,20 @@ def sessions_ended(rows: Iterable[tuple[datetime.datetime, str]]) -> None:
             "network.protocol.name": "http"})
 
 
+def stdio_session_ended(seconds: float, protocol_version: str | None, error: BaseException | None) -> None:
+    """Record ``mcp.server.session.duration`` for a stdio session (its connection: from the
+    transport starting to read to the end of its input); ``error`` closed it early."""
+    instruments = _on()
+    if instruments is None:
+        return
+    attributes = {"network.transport": "pipe"}
+    if protocol_version:
+        attributes["mcp.protocol.version"] = protocol_version
+    if error is not None:
+        attributes["error.type"] = type(error).__qualname__
+    instruments.session.record(seconds, attributes)
+
+
 # Gauges, read when collected ----------------------------------------------------------------------
 def watch_runtime(runtime: Any) -> None:
     """Let the gauges count ``runtime``'s streams and sessions (an HTTP runtime, as it starts)."""

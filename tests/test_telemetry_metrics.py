@@ -108,6 +108,13 @@ def build_server(name: str) -> Server:
         """Fails: the client gets isError."""
         raise RuntimeError("broken on purpose")
 
+    @server.tool
+    async def wait(server_context: ServerContext) -> str:
+        """Waits until the request is cancelled."""
+        while not server_context.cancelled():
+            await asyncio.sleep(0.01)
+        return "stopped"
+
     @server.tool(background=True)
     async def crunch(n: int, server_context: ServerContext) -> int:
         """Runs in the background."""
@@ -206,6 +213,30 @@ async def test_a_reaped_session_is_recorded(reader, served):
     assert count_of(reader, metrics.SESSION_DURATION) == before + 1
     client.transport.session_id = None  # nothing left to DELETE
     await client.close()
+
+
+async def test_a_cancelled_request_is_recorded_as_cancelled(reader):
+    server = build_server(f"cancel-{uuid.uuid4().hex[:8]}")
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": REVISION, "capabilities": {}, "clientInfo": CLIENT_INFO}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "wait", "arguments": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}},
+    ]
+    for message in messages:
+        check_client_message(message, REVISION)
+    check_server_message(await server.handle_async(messages[0]), REVISION)
+    await server.handle_async(messages[1])
+    before = count_of(reader, metrics.OPERATION_DURATION, **{"error.type": "cancelled"})
+    call = asyncio.ensure_future(server.handle_async(messages[2]))
+    async with asyncio.timeout(10):  # the call is in flight before its cancel arrives
+        while 2 not in server.session.in_flight:
+            await asyncio.sleep(0.01)
+    await server.handle_async(messages[3])
+    assert await asyncio.wait_for(call, 10) is None  # a cancelled request gets no response
+    assert count_of(reader, metrics.OPERATION_DURATION, **{
+        "error.type": "cancelled", "gen_ai.tool.name": "wait"}) == before + 1
 
 
 def test_a_stdio_session_is_recorded_with_a_pipe(reader):

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import methods
+from mcp_protocol.cancellation import CancelledError
 
 from . import NATIVE, mode
 
@@ -131,7 +132,7 @@ def operation_attributes(ctx: ServerContext, response: dict | None,
     elif ctx.method == methods.PROMPTS_GET and isinstance(name, str) and name in ctx.server.prompts:
         attributes["gen_ai.prompt.name"] = name
     attributes.update(network_attributes(ctx.session))
-    error_type = _error_type(response, error)
+    error_type = _error_type(ctx, response, error)
     if error_type is not None:
         attributes["error.type"] = error_type
         if error_type.lstrip("-").isdigit():
@@ -150,9 +151,9 @@ def network_attributes(session: Any) -> dict[str, str]:
     return {}
 
 
-def _error_type(response: dict | None, error: BaseException | None) -> str | None:
-    if response is None:
-        return "cancelled" if error is not None and type(error).__name__ == "CancelledError" else None
+def _error_type(ctx: ServerContext, response: dict | None, error: BaseException | None) -> str | None:
+    if response is None:  # cancelled (no response), or answered by another process
+        return "cancelled" if ctx.cancellation.cancelled or isinstance(error, CancelledError) else None
     failure = response.get("error")
     if isinstance(failure, dict):
         return str(failure.get("code", "_OTHER"))

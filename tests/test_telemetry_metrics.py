@@ -39,6 +39,7 @@ from .client_support import CheckedHTTPTransport
 from .harness import CLIENT_INFO
 from .http_support import post_headers
 from .modern_support import MODERN, modern_headers, modern_request, sse_messages
+from .test_tasks import build_server as tasks_server
 from .waiting import wait_until
 from .wire import check_client_message, check_server_message
 
@@ -401,9 +402,18 @@ async def test_background_calls_queue_wait_and_run_time(reader, served):
     assert runs and runs[0].count >= 1
 
 
-def test_task_status_changes_are_counted(reader):
+async def test_task_status_changes_are_counted(reader):
+    transport = StreamableHTTPTransport(tasks_server())
     before = count_of(reader, metrics.TASK_CHANGES, **{"mcp.task.status": "completed"})
-    metrics.task_changed("completed")
+
+    def factory() -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=transport.as_asgi()))
+
+    client = AsyncClient(CheckedHTTPTransport("http://127.0.0.1/mcp", http_client_factory=factory))
+    await client.connect(mode="modern")
+    assert (await client.call_tool("wait_a_little")).text == "waited"  # driven as a task
+    await client.close()
+    await transport.close()
     assert count_of(reader, metrics.TASK_CHANGES, **{"mcp.task.status": "completed"}) == before + 1
 
 

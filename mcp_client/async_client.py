@@ -24,7 +24,7 @@ from mcp_protocol.json_schema import validation_errors
 from mcp_protocol.log_levels import LEVELS
 from mcp_protocol.param_headers import header_paths
 
-from . import modern, tasks
+from . import metrics, modern, tasks
 from .errors import (
     AlreadyConnectedError,
     ClientError,
@@ -77,6 +77,8 @@ class AsyncClient(Lifecycle, Messaging):
         self.input_required_max_rounds = input_required_max_rounds
         self.client_info = client_info or DEFAULT_CLIENT_INFO
         self.server_info: dict | None = None
+        # When the connection was made, for mcp.client.session.duration (None: not recorded).
+        self._session_started: float | None = None
         self._pending: dict[str, asyncio.Future] = {}
         self._finished: collections.deque[str] = collections.deque(maxlen=1000)
         self._server_requests: dict[str, Callable] = {}
@@ -183,6 +185,7 @@ class AsyncClient(Lifecycle, Messaging):
             raise
         self.server_info = result
         self._connected_with = asked
+        self._session_started = metrics.now()
         if self._envelope is None:
             await self._notify(methods.NOTIFICATIONS_INITIALIZED)
         if self._server_requests or self._notifications:
@@ -229,6 +232,8 @@ class AsyncClient(Lifecycle, Messaging):
         """Close the transport; a later ``connect()`` starts over. An error of the transport's
         close (a DELETE the server refused) is raised after the local state is cleared."""
         self._subscriptions.stop()
+        metrics.session(self._session_started, self.transport, self.protocol_version)
+        self._session_started = None
         self.server_info = None
         self._connected_with = None
         self._envelope = None

@@ -17,7 +17,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND
 
-from . import modern
+from . import metrics, modern
 from .errors import ClientError, ServerError, ServerRequestError, TransportError, ValidationError
 from .handlers import call_handler, maybe_await
 from .input_required import result_type
@@ -27,7 +27,8 @@ logger = logging.getLogger("mcp_client")
 
 class Messaging:
     """The message layer of ``AsyncClient``, which sets what it uses: ``_wire`` (the adapted
-    transport), ``_reports_sent``, ``_envelope``, ``_pending`` (request id to its answer),
+    transport), ``transport`` and ``server_info`` (for metrics), ``_reports_sent``, ``_envelope``,
+    ``_pending`` (request id to its answer),
     ``_finished``, ``_background``, ``_last_heard``, ``_server_requests``, ``_notifications``,
     ``_progress`` and ``_subscriptions``."""
 
@@ -42,6 +43,7 @@ class Messaging:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         sent = asyncio.Event()
+        started = metrics.now()
         self._pending[request_id] = answer
         # The request is written by a task of its own, so that the caller can stop waiting (a
         # cancellation, a read timeout) even while a transport is still busy sending it.
@@ -55,10 +57,14 @@ class Messaging:
             )
         try:
             message = await self._wait(answer, method)
+        except BaseException as exc:
+            metrics.operation(started, method, params, self.transport, self._protocol_version(), error=exc)
+            raise
         finally:
             unhook()
             self._pending.pop(request_id, None)
             self._finished.append(request_id)
+        metrics.operation(started, method, params, self.transport, self._protocol_version(), message)
         if "error" in message:
             error = message["error"] if isinstance(message["error"], dict) else {}
             raise ServerError(str(error.get("message", "error")), error.get("code", INTERNAL_ERROR),
@@ -69,6 +75,9 @@ class Messaging:
         if self._envelope is not None:
             result_type(method, result)  # an unknown resultType is an invalid answer (SEP-2322)
         return result
+
+    def _protocol_version(self) -> str | None:
+        return (self.server_info or {}).get("protocolVersion")
 
     async def _send_request(self, message: dict, answer: asyncio.Future, on_sent: Callable[[], None]) -> None:
         try:

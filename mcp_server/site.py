@@ -189,6 +189,18 @@ def install() -> None:
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     tasks_extension.install(default_transport=get_transport)
+    observe_operations()
+
+
+def observe_operations() -> None:
+    """Time every request (``mcp.server.operation.duration``) while metrics are on, and cost the
+    dispatcher nothing while they are off: the observer is there only then."""
+    from .telemetry import metrics
+
+    if metrics.enabled():
+        ports.add_observer(metrics.OPERATION_METRICS)
+    else:
+        ports.remove_observer(metrics.OPERATION_METRICS)
 
 
 def autodiscover(*, force: bool = False) -> None:
@@ -222,6 +234,7 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_SERVER":
         mcp_settings.reload()  # before the server is built again, whichever receiver ran first
         reset()
+        observe_operations()  # TELEMETRY may have changed
 
 
 setting_changed.connect(_on_setting_changed)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..invoke import run_in_thread
 from ..models import ToolCall
+from ..telemetry import metrics
 
 State = ToolCall.State
 FINAL_STATES = (State.COMPLETED, State.FAILED, State.CANCELLED)
@@ -80,7 +81,10 @@ def _start(call_id: str, runner: str, worker: str) -> ToolCall | None:
     started = ToolCall.objects.filter(id=call_id, state=State.QUEUED, cancel_requested=False).update(
         state=State.RUNNING, runner=runner, worker=worker, started_at=now, updated_at=now,
         attempts=F("attempts") + 1)
-    return ToolCall.objects.filter(id=call_id).first() if started else None
+    call = ToolCall.objects.filter(id=call_id).first() if started else None
+    if call is not None:
+        metrics.background_call_started(call.tool, call.created_at, call.started_at)
+    return call
 
 
 def _requeue(call_id: str, dead_runner: str, retries: int) -> bool:

@@ -11,6 +11,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
 
 from ..session import ServerSession
+from ..telemetry import metrics
 from .authorization import authorize, session_of
 from .background_share import check_background_share
 from .checks import (
@@ -131,6 +132,7 @@ async def _check_capacity(transport: Any) -> None:
     if not await transport.sessions.has_room(transport.options.max_sessions):
         await transport.reap()  # expired sessions go first
         if await transport.sessions.count() >= transport.options.max_sessions:
+            metrics.refused("sessions", 503)
             raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
 
 

@@ -35,6 +35,7 @@ from channels.layers import get_channel_layer
 from mcp_protocol.cancellation import Cancellation
 
 from ..outgoing import PendingRequests
+from ..telemetry import metrics
 from .event_store import GET_STREAM
 from .listen_streams import ListenRegistry
 from .redis_client import Backoff, RedisUnavailable
@@ -104,6 +105,7 @@ class Runtime:
         # Relayed background calls this process answers: call id -> what their worker sends.
         self.calls: dict[str, asyncio.Queue] = {}
         self._tasks: list[asyncio.Task] = []
+        metrics.watch_runtime(self)
 
     @property
     def channel_key(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from typing import IO, TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
@@ -16,6 +17,7 @@ from mcp_protocol import jsonrpc, methods
 from .. import hook_calls, logging_levels
 from ..modern.era import EraLock, handle_json
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
+from ..telemetry import metrics
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -68,6 +70,7 @@ class StdioTransport:
         )
         reader.start()
         tasks: set[asyncio.Task] = set()
+        began = time.perf_counter()
         try:
             while True:
                 line = await lines.get()
@@ -95,6 +98,9 @@ class StdioTransport:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             await hook_calls.settle()  # reports still on their way
+            if self.session.initialized:  # a handshake-era session (a modern client has none)
+                metrics.stdio_session_ended(time.perf_counter() - began, self.session.protocol_version,
+                                            self.error)
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue) -> None:
         try:

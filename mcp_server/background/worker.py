@@ -18,6 +18,7 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.envelope import parse_envelope
 from mcp_protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError
 
+from .. import log_context
 from ..auth.base import Principal
 from ..http.event_store import EventsDropped
 from ..http.outbound import DETACHED, PostOutbound
@@ -58,6 +59,13 @@ async def run_call_async(call_id: str, transport: StreamableHTTPTransport) -> st
     call = await records.start(call_id, runtime.channel_key, process_name())
     if call is None:
         return "not run: it was cancelled, or ended, before a worker took it"
+    # Records written while it runs carry its request's ids, as in the web process that took it.
+    with log_context.serving(method=methods.TOOLS_CALL, request_id=call.request_id,
+                             session_id=call.session_id or None, params=call.params):
+        return await _run_taken(transport, runtime, call)
+
+
+async def _run_taken(transport: StreamableHTTPTransport, runtime: Any, call: Any) -> str:
     stream = call.delivery == "stream"
     if stream:
         await transport.take_request(call.session_id, call.request_id)

@@ -1,0 +1,321 @@
+"""The ids of the message being served on log records (mcp_server.log_context): the filter, the
+``traceparent`` it reads, the loggers it is installed on, and a tool's record in process, over
+Streamable HTTP (a daphne process) and on a Celery worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcp_server import Server, log_context
+from mcp_server.log_context import RequestContextFilter, parse_traceparent, serving, trace_id_of
+
+from .doc_blocks import blocks
+from .harness import REPO
+from .waiting import PATIENCE, wait_until
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+ATTRIBUTES = ("mcp_request_id", "mcp_session_id", "mcp_trace_id", "mcp_method")
+
+
+def record(name: str = "mcp_server", **extra: object) -> logging.LogRecord:
+    """A record as ``logger.info("...", extra=extra)`` makes it."""
+    return logging.getLogger(name).makeRecord(name, logging.INFO, __file__, 1, "message", (), None,
+                                              extra=extra or None)
+
+
+def filtered(**extra: object) -> logging.LogRecord:
+    entry = record(**extra)
+    assert RequestContextFilter().filter(entry) is True  # it never drops a record
+    return entry
+
+
+def ids_of(entry: logging.LogRecord) -> tuple:
+    return tuple(getattr(entry, name) for name in ATTRIBUTES)
+
+
+# The filter ---------------------------------------------------------------------------------------
+def test_outside_a_message_the_ids_are_none():
+    assert log_context.current() is None
+    assert ids_of(filtered()) == (None, None, None, None)
+
+
+def test_inside_a_message_the_record_carries_its_ids_and_they_are_restored_after():
+    params = {"name": "add", "_meta": {"traceparent": TRACEPARENT}}
+    with serving(method="tools/call", request_id=7, session_id="s-1", params=params) as ids:
+        assert ids == log_context.current()
+        assert ids_of(filtered()) == (7, "s-1", TRACE_ID, "tools/call")
+    assert log_context.current() is None
+    assert ids_of(filtered()) == (None, None, None, None)
+
+
+def test_an_inner_message_keeps_what_it_does_not_name_and_the_outer_ids_come_back():
+    with serving(session_id="s-1"):
+        with serving(method="ping", request_id="r-2"):
+            assert ids_of(filtered()) == ("r-2", "s-1", None, "ping")
+        with serving(method="tools/call", request_id=3, session_id="s-2",
+                     params={"_meta": {"traceparent": TRACEPARENT}}):
+            assert ids_of(filtered()) == (3, "s-2", TRACE_ID, "tools/call")
+        assert ids_of(filtered()) == (None, "s-1", None, None)
+
+
+def test_attributes_given_with_extra_are_not_overwritten():
+    with serving(method="tools/call", request_id=7, session_id="s-1"):
+        entry = filtered(mcp_request_id="given", mcp_trace_id="mine")
+    assert ids_of(entry) == ("given", "s-1", "mine", "tools/call")
+    assert ids_of(filtered(mcp_session_id="kept")) == (None, "kept", None, None)
+
+
+async def test_each_task_sees_its_own_message():
+    async def serve(request_id: int, started: asyncio.Event, other: asyncio.Event) -> tuple:
+        with serving(method="tools/call", request_id=request_id):
+            started.set()
+            await other.wait()  # both are inside their message at once
+            return ids_of(filtered())
+
+    first, second = asyncio.Event(), asyncio.Event()
+    results = await asyncio.gather(serve(1, first, second), serve(2, second, first))
+    assert [ids[0] for ids in results] == [1, 2]
+
+
+async def test_a_detached_task_carries_no_message_and_a_carried_context_carries_only_it():
+    with serving(method="tools/call", request_id=5):
+        inherited = asyncio.create_task(asyncio.sleep(0, "x"))
+        detached = log_context.detached()
+        carried = log_context.carried()
+        await inherited
+    assert detached.run(log_context.current) is None
+    assert carried.run(log_context.current) == log_context.Ids(5, None, None, "tools/call")
+    assert len(list(carried)) == 1  # nothing of the loop's other context goes to a pool thread
+
+
+# traceparent --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", [
+    TRACEPARENT,
+    f"00-{TRACE_ID}-00f067aa0ba902b7-00",  # not sampled: still a valid context
+    f"01-{TRACE_ID}-00f067aa0ba902b7-01-later-fields",  # a later version may append fields
+])
+def test_a_valid_traceparent_gives_its_trace_id(value):
+    assert parse_traceparent(value) == TRACE_ID
+    assert trace_id_of({"_meta": {"traceparent": value}}) == TRACE_ID
+
+
+@pytest.mark.parametrize("value", [
+    "00-ab-cd-01",  # too short
+    f"00-{TRACE_ID.upper()}-00f067aa0ba902b7-01",  # upper-case hex
+    f"00-{TRACE_ID}-00f067aa0ba902b7-01-extra",  # version 00 has exactly four fields
+    f"ff-{TRACE_ID}-00f067aa0ba902b7-01",  # version ff is invalid
+    f"00-{'0' * 32}-00f067aa0ba902b7-01",  # all-zero trace id
+    f"00-{TRACE_ID}-{'0' * 16}-01",  # all-zero parent id
+    f"00-{TRACE_ID}-00f067aa0ba902b7-1",
+    f"00_{TRACE_ID}_00f067aa0ba902b7_01",
+    f" {TRACEPARENT}",
+    f"{TRACEPARENT}\n",
+    "",
+    42,
+    None,
+])
+def test_an_invalid_traceparent_gives_no_trace_id(value):
+    assert parse_traceparent(value) is None
+    with serving(method="ping", request_id=1, params={"_meta": {"traceparent": value}}):
+        assert filtered().mcp_trace_id is None
+
+
+@pytest.mark.parametrize("params", [None, {}, [], "x", {"_meta": None}, {"_meta": []}, {"name": "a"},
+                                    {"_meta": {"progressToken": 1}}])
+def test_params_without_a_traceparent_give_no_trace_id(params):
+    assert trace_id_of(params) is None
+
+
+# The package's loggers ----------------------------------------------------------------------------
+def logger_names_in_source() -> set[str]:
+    names = set()
+    for package in ("mcp_server", "mcp_client"):
+        for path in (REPO / package).rglob("*.py"):
+            names.update(re.findall(r"""getLogger\(\s*["']([\w.]+)["']\s*\)""", path.read_text()))
+    return names
+
+
+def test_install_covers_every_named_logger_of_the_package():
+    names = logger_names_in_source()
+    assert {"mcp_server", "mcp_server.http", "mcp_client"} <= names  # the search finds them
+    assert names <= set(log_context.LOGGER_NAMES), "a logger of the source is not in LOGGER_NAMES"
+    for name in log_context.LOGGER_NAMES:  # installed by the app's ready()
+        filters = logging.getLogger(name).filters
+        assert sum(isinstance(each, RequestContextFilter) for each in filters) == 1, name
+    log_context.install()  # again: nothing added twice
+    for name in log_context.LOGGER_NAMES:
+        assert sum(isinstance(each, RequestContextFilter) for each in logging.getLogger(name).filters) == 1
+
+
+def test_no_logger_of_the_package_is_made_from_its_module_name():
+    """A ``getLogger(__name__)`` would be a child logger that the list cannot name ahead."""
+    for package in ("mcp_server", "mcp_client"):
+        for path in (REPO / package).rglob("*.py"):
+            assert "getLogger(__name__)" not in path.read_text(), path
+
+
+# A tool's records, in process ---------------------------------------------------------------------
+class Collect(logging.Handler):
+    """A handler with the project's handler-level filter, as docs/production.md configures one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.addFilter(RequestContextFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, entry: logging.LogRecord) -> None:
+        self.records.append(entry)
+
+
+@contextlib.contextmanager
+def collected(name: str) -> Iterator[Collect]:
+    logger, handler = logging.getLogger(name), Collect()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def logging_server() -> Server:
+    server = Server("logs")
+
+    @server.tool
+    def plain_tool(text: str) -> str:  # runs on a worker thread
+        logging.getLogger("tests.log_tool").info("plain %s", text)
+        return "ok"
+
+    @server.tool
+    async def async_tool(text: str) -> str:
+        logging.getLogger("tests.log_tool").info("async %s", text)
+        # A record of the package's own logger: its installed filter sets the ids.
+        logging.getLogger("mcp_server").info("package %s", text)
+        return "ok"
+
+    return server
+
+
+def test_a_tool_record_carries_the_ids_of_its_request_in_process(make_client, caplog):
+    client = make_client(logging_server())
+    caplog.set_level(logging.INFO, logger="mcp_server")
+    with collected("tests.log_tool") as handler:
+        first = client.request("tools/call", {"name": "plain_tool", "arguments": {"text": "a"},
+                                              "_meta": {"traceparent": TRACEPARENT}})
+        client.request("tools/call", {"name": "async_tool", "arguments": {"text": "b"}},
+                       request_id="call-b")
+    plain, async_ = handler.records
+    assert plain.getMessage() == "plain a"
+    # In process there is no session id.
+    assert ids_of(plain) == (first["id"], None, TRACE_ID, "tools/call")
+    assert async_.getMessage() == "async b"
+    assert ids_of(async_) == ("call-b", None, None, "tools/call")
+    [package] = [entry for entry in caplog.records if entry.getMessage() == "package b"]
+    assert ids_of(package) == ("call-b", None, None, "tools/call")  # caplog's handler has no filter
+    assert ids_of(filtered()) == (None, None, None, None)  # and nothing is left behind
+
+
+def test_a_notification_is_served_with_its_method_and_no_request_id(make_client):
+    server = logging_server()
+    seen = []
+    server.hooks.roots_list_changed = lambda params: seen.append(log_context.current())
+    client = make_client(server, capabilities={"roots": {"listChanged": True}})
+    client.notify("notifications/roots/list_changed", {"_meta": {"traceparent": TRACEPARENT}})
+    assert seen == [log_context.Ids(None, None, TRACE_ID, "notifications/roots/list_changed")]
+
+
+# The docs' JSON formatter -------------------------------------------------------------------------
+def test_the_json_formatter_of_the_docs_is_the_one_the_tests_run():
+    page = (REPO / "docs" / "production.md").read_text()
+    [block] = [b for b in blocks(page) if b.file and b.file[0] == "mysite/logs.py"]
+    assert block.text.split("\n", 1)[1].strip() in (REPO / "tests" / "log_json.py").read_text()
+    namespace: dict = {}
+    exec(compile(block.text, "mysite/logs.py", "exec"), namespace)
+    with serving(method="tools/call", request_id=9, session_id="s-9",
+                 params={"_meta": {"traceparent": TRACEPARENT}}):
+        entry = filtered()
+    line = json.loads(namespace["JSONFormatter"]().format(entry))
+    assert {key: line[key] for key in ATTRIBUTES} == {
+        "mcp_request_id": 9, "mcp_session_id": "s-9", "mcp_trace_id": TRACE_ID, "mcp_method": "tools/call"}
+    assert line["message"] == "message" and line["logger"] == "mcp_server" and line["process"] == os.getpid()
+    for name in ("mcp_server.log_context.RequestContextFilter", "mysite.logs.JSONFormatter"):
+        assert name in page
+
+
+# Processes: daphne, and a Celery worker -----------------------------------------------------------
+def lines_of(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def line_with(path: Path, message: str) -> dict:
+    """The first JSON line of ``path`` whose message is ``message``, waited for."""
+    def found() -> dict | None:
+        return next((line for line in lines_of(path) if line["message"] == message), None)
+
+    return wait_until(found, PATIENCE, f"the log line {message!r} in {path}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_streamable_http_a_tool_record_carries_the_session_request_and_trace_ids(
+        django_db_blocker, tmp_path):
+    from .http_support import Client, running, tool_text
+
+    path = tmp_path / "log.jsonl"
+    with running(django_db_blocker, env={"MCP_TEST_LOG_IDS": str(path)}) as server:
+        client = Client(server.url)
+        client.initialize()
+        text = f"over http {uuid.uuid4().hex}"
+        exchange = client.tool("log_line", {"text": text}, traceparent=TRACEPARENT)
+        assert tool_text(exchange) == "logged"
+        line = line_with(path, f"log_line: {text}")
+        assert line["mcp_session_id"] == client.session_id
+        assert line["mcp_request_id"] == exchange.response["id"]
+        assert (line["mcp_trace_id"], line["mcp_method"]) == (TRACE_ID, "tools/call")
+        assert line["process"] == server.process.pid
+        # The process's own records outside any message carry none (its startup line, say).
+        assert any(entry["mcp_request_id"] is None and entry["logger"].startswith("mcp_server")
+                   for entry in lines_of(path))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_background_call_record_on_a_celery_worker_carries_the_ids_of_its_request(
+        django_db_setup, django_db_blocker, tmp_path):
+    from .celery_support import redis_broker, worker_beside
+    from .http_cluster import cluster, listening, new_session, require_services
+
+    require_services()
+    path = tmp_path / "log.jsonl"
+    redis_db, broker_db, settings = 6, 7, {"PROCESS_HEARTBEAT_INTERVAL": 1}
+    env = {"CELERY_BROKER_URL": redis_broker(broker_db), "MCP_TEST_LOG_IDS": str(path)}
+    with django_db_blocker.unblock(), \
+            cluster(1, redis_db=redis_db, mcp_settings=settings, env=env, wait=False) as [server], \
+            worker_beside(redis_db, env, settings) as worker:
+        listening([server])
+        client = new_session(server.url)
+        text = f"on the worker {uuid.uuid4().hex}"
+        exchange = client.request("tools/call", {"name": "background_log_line", "arguments": {"text": text},
+                                                 "_meta": {"traceparent": TRACEPARENT}})
+        result = exchange.response["result"]
+        assert not result.get("isError"), result
+        assert json.loads(result["content"][0]["text"])["pid"] == worker.process.pid
+        line = line_with(path, f"background_log_line: {text}")
+        assert line["process"] == worker.process.pid  # written on the worker
+        assert line["mcp_session_id"] == client.session_id
+        assert line["mcp_request_id"] == exchange.response["id"]
+        assert (line["mcp_trace_id"], line["mcp_method"]) == (TRACE_ID, "tools/call")

@@ -238,6 +238,76 @@ def test_a_notification_is_served_with_its_method_and_no_request_id(make_client)
     assert seen == [log_context.Ids(None, None, TRACE_ID, "notifications/roots/list_changed")]
 
 
+# The HTTP endpoint's own records, in process ------------------------------------------------------
+SESSION = "5e55" * 8
+
+
+def http_records(caplog, logger: str) -> list[logging.LogRecord]:
+    return [entry for entry in caplog.records if entry.name == logger]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_store_failure_warning_carries_the_session_id_the_request_named(caplog, monkeypatch):
+    from mcp_server.http import StreamableHTTPTransport
+    from mcp_server.http.redis_client import RedisUnavailable
+
+    from .http_support import call_asgi, post_headers
+
+    transport = StreamableHTTPTransport(logging_server(), enable_json_response=True)
+
+    async def unavailable(session_id: str) -> None:
+        raise RedisUnavailable("Redis does not answer")
+
+    monkeypatch.setattr(transport.sessions, "load", unavailable)
+    caplog.set_level(logging.INFO, logger="mcp_server.http")
+    message = {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}
+    try:
+        reply = await call_asgi(transport.as_asgi(), "POST", post_headers(SESSION, **{
+            "mcp-protocol-version": "2025-11-25"}), [json.dumps(message).encode()])
+    finally:
+        await transport.close()
+    assert reply.start["status"] == 503
+    [warning] = http_records(caplog, "mcp_server.http")
+    assert "Redis does not answer" in warning.getMessage()
+    assert warning.mcp_session_id == SESSION
+    assert ids_of(filtered()) == (None, None, None, None)
+
+
+async def test_an_authentication_refusal_record_carries_the_session_id_the_request_named(caplog):
+    from mcp_server.http import StreamableHTTPTransport
+
+    from .auth_support import (
+        AuthorizationServer,
+        Keys,
+        bearer,
+        resource_server_from,
+        resource_server_settings,
+        unsigned,
+    )
+    from .http_support import call_asgi, post_headers
+
+    caplog.set_level(logging.INFO, logger="mcp_server.auth")
+    issuer = AuthorizationServer([Keys("key-1")])
+    try:
+        with resource_server_from(resource_server_settings(issuer)) as resource_server:
+            transport = StreamableHTTPTransport(logging_server(), enable_json_response=True,
+                                                resource_server=resource_server)
+            message = {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}
+            try:
+                reply = await call_asgi(transport.as_asgi(), "POST", {
+                    **post_headers(SESSION, **{"mcp-protocol-version": "2025-11-25"}),
+                    **bearer(unsigned())}, [json.dumps(message).encode()])
+            finally:
+                await transport.close()
+    finally:
+        issuer.close()
+    assert reply.start["status"] == 401
+    [refusal] = http_records(caplog, "mcp_server.auth")
+    assert refusal.getMessage() == "JWT refused: algorithm 'none' is not allowed"
+    # Refused before its body is read: the session it named is all that is known.
+    assert ids_of(refusal) == (None, SESSION, None, None)
+
+
 # The docs' JSON formatter -------------------------------------------------------------------------
 def test_the_json_formatter_of_the_docs_is_the_one_the_tests_run():
     page = (REPO / "docs" / "production.md").read_text()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server import Server, log_context
+from mcp_server import Configuration, Server, log_context
 from mcp_server.log_context import RequestContextFilter, parse_traceparent, serving, trace_id_of
 
 from .doc_blocks import blocks
@@ -238,6 +238,31 @@ def test_a_notification_is_served_with_its_method_and_no_request_id(make_client)
     assert seen == [log_context.Ids(None, None, TRACE_ID, "notifications/roots/list_changed")]
 
 
+def test_a_plain_hook_fired_from_the_loop_runs_with_the_ids_and_its_failure_record_carries_them(
+        make_client, caplog):
+    seen = []
+
+    def reporter(exc: BaseException, context: dict) -> None:  # on the hooks' thread pool
+        seen.append(log_context.current())
+        raise RuntimeError("the reporter failed too")
+
+    server = Server("logs", configuration=Configuration(exception_reporter=reporter))
+
+    @server.tool
+    async def report() -> str:
+        server.report_exception(ValueError("reported"), {"tool": "report"})  # fired, not awaited
+        return "ok"
+
+    caplog.set_level(logging.INFO, logger="mcp_server")
+    client = make_client(server)
+    response = client.request("tools/call", {"name": "report", "arguments": {}}, request_id="r-1")
+    assert response["result"]["content"][0]["text"] == "ok"
+    failed = wait_until(lambda: [entry for entry in caplog.records
+                                 if entry.getMessage() == "exception_reporter failed"])
+    assert seen == [log_context.Ids("r-1", None, None, "tools/call")]
+    assert ids_of(failed[0]) == ("r-1", None, None, "tools/call")
+
+
 # The HTTP endpoint's own records, in process ------------------------------------------------------
 SESSION = "5e55" * 8
 
@@ -306,6 +331,25 @@ async def test_an_authentication_refusal_record_carries_the_session_id_the_reque
     assert refusal.getMessage() == "JWT refused: algorithm 'none' is not allowed"
     # Refused before its body is read: the session it named is all that is known.
     assert ids_of(refusal) == (None, SESSION, None, None)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_modern_request_over_http_carries_its_request_and_trace_ids_and_no_session():
+    from mcp_server.http import StreamableHTTPTransport
+
+    from .modern_support import envelope, modern_request, post
+
+    transport = StreamableHTTPTransport(logging_server())
+    message = modern_request("tools/call", "m-1", meta={**envelope(), "traceparent": TRACEPARENT},
+                             name="async_tool", arguments={"text": "modern"})
+    try:
+        with collected("tests.log_tool") as handler:
+            reply = await post(transport.as_asgi(), message)
+    finally:
+        await transport.close()
+    assert reply.status == 200 and reply.result["content"][0]["text"] == "ok"
+    [entry] = handler.records
+    assert ids_of(entry) == ("m-1", None, TRACE_ID, "tools/call")
 
 
 # The docs' JSON formatter -------------------------------------------------------------------------

@@ -53,8 +53,8 @@ def test_outside_a_message_the_ids_are_none():
 
 def test_inside_a_message_the_record_carries_its_ids_and_they_are_restored_after():
     params = {"name": "add", "_meta": {"traceparent": TRACEPARENT}}
-    with serving(method="tools/call", request_id=7, session_id="s-1", params=params) as ids:
-        assert ids == log_context.current()
+    with serving(method="tools/call", request_id=7, session_id="s-1", params=params):
+        assert log_context.current() == log_context.Ids(7, "s-1", TRACE_ID, "tools/call")
         assert ids_of(filtered()) == (7, "s-1", TRACE_ID, "tools/call")
     assert log_context.current() is None
     assert ids_of(filtered()) == (None, None, None, None)

@@ -352,6 +352,34 @@ async def test_a_modern_request_over_http_carries_its_request_and_trace_ids_and_
     assert ids_of(entry) == ("m-1", None, TRACE_ID, "tools/call")
 
 
+# A background call's records, outside any message --------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+async def test_a_background_call_that_no_worker_took_is_logged_with_the_ids_of_its_request(caplog):
+    import datetime
+
+    from django.conf import settings
+    from django.test import override_settings
+
+    from mcp_server.background.queue_wait import expire_if_untaken
+    from mcp_server.invoke import run_in_thread
+    from mcp_server.models import ToolCall
+
+    def queued_long_ago() -> ToolCall:
+        call = ToolCall.objects.create(id=f"call-{uuid.uuid4().hex}", tool="slow", session_id=SESSION,
+                                       request_id=12, params={"_meta": {"traceparent": TRACEPARENT}})
+        ToolCall.objects.filter(id=call.id).update(
+            updated_at=call.updated_at - datetime.timedelta(hours=1))
+        return call
+
+    call = await run_in_thread(queued_long_ago)
+    caplog.set_level(logging.INFO, logger="mcp_server.background")
+    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "BACKGROUND_CALL_QUEUE_TIMEOUT": 60}):
+        assert await expire_if_untaken(call) is not None
+    [warning] = [entry for entry in caplog.records if entry.name == "mcp_server.background"]
+    assert call.id in warning.getMessage()
+    assert ids_of(warning) == (12, SESSION, TRACE_ID, "tools/call")
+
+
 # The docs' JSON formatter -------------------------------------------------------------------------
 def test_the_json_formatter_of_the_docs_is_the_one_the_tests_run():
     page = (REPO / "docs" / "production.md").read_text()

@@ -18,7 +18,6 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.envelope import parse_envelope
 from mcp_protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError
 
-from .. import log_context
 from ..auth.base import Principal
 from ..http.event_store import EventsDropped
 from ..http.outbound import DETACHED, PostOutbound
@@ -60,8 +59,7 @@ async def run_call_async(call_id: str, transport: StreamableHTTPTransport) -> st
     if call is None:
         return "not run: it was cancelled, or ended, before a worker took it"
     # Records written while it runs carry its request's ids, as in the web process that took it.
-    with log_context.serving(method=methods.TOOLS_CALL, request_id=call.request_id,
-                             session_id=call.session_id or None, params=call.params):
+    with records.log_ids(call):
         return await _run_taken(transport, runtime, call)
 
 

@@ -398,6 +398,36 @@ def test_the_json_formatter_of_the_docs_is_the_one_the_tests_run():
         assert name in page
 
 
+def test_the_logging_settings_of_the_docs_write_json_lines_with_the_ids(tmp_path):
+    """The page's two blocks, as a project writes them, configured in a process of their own."""
+    import subprocess
+    import sys
+
+    page = (REPO / "docs" / "production.md").read_text()
+    [formatter] = [b for b in blocks(page) if b.file and b.file[0] == "mysite/logs.py"]
+    [settings] = [b for b in blocks(page) if b.file and "LOGGING" in b.text]
+    (tmp_path / "mysite").mkdir()
+    (tmp_path / "mysite" / "__init__.py").write_text("")
+    (tmp_path / "mysite" / "logs.py").write_text(formatter.text)
+    script = settings.text + f"""
+import logging, logging.config
+from mcp_server.log_context import serving
+logging.config.dictConfig(LOGGING)
+with serving(method="tools/call", request_id=3, session_id="s-3",
+             params={{"_meta": {{"traceparent": "{TRACEPARENT}"}}}}):
+    logging.getLogger("mysite.tools").info("refund 42 sent")
+logging.getLogger("mysite.tools").info("outside")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
+    assert done.returncode == 0, done.stderr
+    inside, outside = (json.loads(line) for line in done.stderr.splitlines())
+    assert {key: inside[key] for key in ("message", *ATTRIBUTES)} == {
+        "message": "refund 42 sent", "mcp_request_id": 3, "mcp_session_id": "s-3",
+        "mcp_trace_id": TRACE_ID, "mcp_method": "tools/call"}
+    assert [outside[key] for key in ATTRIBUTES] == [None] * 4
+
+
 # Processes: daphne, and a Celery worker -----------------------------------------------------------
 def lines_of(path: Path) -> list[dict]:
     if not path.exists():

@@ -263,6 +263,35 @@ def test_a_plain_hook_fired_from_the_loop_runs_with_the_ids_and_its_failure_reco
     assert ids_of(failed[0]) == ("r-1", None, None, "tools/call")
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_the_process_tasks_a_request_starts_run_outside_it(monkeypatch):
+    """The transport's runtime starts lazily, on the first request that needs it: its heartbeat
+    and listener outlive that request, and their records are not its."""
+    from mcp_server.http import StreamableHTTPTransport
+    from mcp_server.http.runtime import Runtime
+
+    from .waiting import eventually
+
+    seen: list = []
+
+    async def heartbeat(self: Runtime) -> None:
+        seen.append(("heartbeat", log_context.current()))
+
+    async def receive(self: Runtime) -> None:
+        seen.append(("receive", log_context.current()))
+
+    monkeypatch.setattr(Runtime, "_heartbeat_forever", heartbeat)
+    monkeypatch.setattr(Runtime, "_receive_forever", receive)
+    transport = StreamableHTTPTransport(logging_server())
+    try:
+        with serving(method="tools/call", request_id=1, session_id="s-1"):
+            await transport.ensure_runtime()
+            await eventually(lambda: len(seen) == 2)
+    finally:
+        await transport.close()
+    assert sorted(seen) == [("heartbeat", None), ("receive", None)]
+
+
 # The HTTP endpoint's own records, in process ------------------------------------------------------
 SESSION = "5e55" * 8
 

@@ -17,7 +17,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 
-from . import ports
+from . import log_context, ports
 from .context import ServerContext
 from .errors import AnsweredElsewhere, MissingCapabilityError
 from .handlers import declares
@@ -100,10 +100,13 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
     if incoming.kind == "response":
         await session.server.receive_response(message, session)
         return None
-    if incoming.kind == "notification":
-        await _handle_notification(server, incoming, session)
-        return None
-    return await _handle_request(server, incoming, session)
+    # The ids on log records written meanwhile (mcp_server.log_context).
+    with log_context.serving(method=incoming.method, request_id=incoming.id, session_id=session.id,
+                             params=incoming.params):
+        if incoming.kind == "notification":
+            await _handle_notification(server, incoming, session)
+            return None
+        return await _handle_request(server, incoming, session)
 
 
 async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,

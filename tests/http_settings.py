@@ -29,3 +29,22 @@ if os.environ.get("MCP_TEST_SQLITE_NAME"):
 if os.environ.get("MCP_TEST_STATIC_ROOT"):
     STATIC_ROOT = os.environ["MCP_TEST_STATIC_ROOT"]
     WHITENOISE_USE_FINDERS = False
+
+# MCP_TEST_LOG_IDS names a file: the package's and tests.stdio_app's records go there too, one JSON
+# object a line with the ids of the message being served (docs/production.md, "Logging").
+if os.environ.get("MCP_TEST_LOG_IDS"):
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"mcp": {"()": "mcp_server.log_context.RequestContextFilter"}},
+        "formatters": {"json": {"()": "tests.log_json.JSONFormatter"}},
+        "handlers": {
+            "stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
+            "json": {"class": "logging.FileHandler", "filename": os.environ["MCP_TEST_LOG_IDS"],
+                     "formatter": "json", "filters": ["mcp"]},
+        },
+        "root": {"handlers": ["stderr"], "level": "INFO"},
+        # On named loggers, not the root: a Celery worker empties the root's handlers as it starts.
+        "loggers": {name: {"handlers": ["json"], "level": "INFO"}
+                    for name in ("mcp_server", "mcp_client", "stdio_app")},
+    }

@@ -16,6 +16,9 @@ from django.db import connections, router, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from mcp_protocol import methods
+
+from .. import log_context
 from ..invoke import run_in_thread
 from ..models import ToolCall
 from ..telemetry import metrics
@@ -67,6 +70,13 @@ def _lock_id(principal_key: str) -> int:
     """The principal's PostgreSQL advisory lock: a signed 64-bit number of its own."""
     digest = hashlib.sha256(f"mcp_server.background:{principal_key}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def log_ids(call: ToolCall) -> log_context.serving:
+    """Log records written inside carry the ids of the call's request, as the web process that
+    took it had them (request, session, the trace id of its ``_meta``), wherever they are written."""
+    return log_context.serving(method=methods.TOOLS_CALL, request_id=call.request_id,
+                               session_id=call.session_id or None, params=call.params)
 
 
 def request_params(call: ToolCall) -> dict:

@@ -58,6 +58,12 @@ async def run_call_async(call_id: str, transport: StreamableHTTPTransport) -> st
     call = await records.start(call_id, runtime.channel_key, process_name())
     if call is None:
         return "not run: it was cancelled, or ended, before a worker took it"
+    # Records written while it runs carry its request's ids, as in the web process that took it.
+    with records.log_ids(call):
+        return await _run_taken(transport, runtime, call)
+
+
+async def _run_taken(transport: StreamableHTTPTransport, runtime: Any, call: Any) -> str:
     stream = call.delivery == "stream"
     if stream:
         await transport.take_request(call.session_id, call.request_id)

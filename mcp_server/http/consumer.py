@@ -19,6 +19,7 @@ from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
+from .. import log_context
 from ..auth.base import Principal
 from . import encoding
 from .checks import check_header_values, check_host_and_origin
@@ -56,6 +57,11 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         self.base_send = send
         self.receive = receive
         request = Request(scope)
+        # Records written while it is served carry the session it names (mcp_server.log_context).
+        with log_context.serving(session_id=request.header("mcp-session-id")):
+            await self._serve(request)
+
+    async def _serve(self, request: Request) -> None:
         try:
             if not self.transport.options.stateless:
                 # A stateless transport has no streams to route to, and may be built per request

@@ -101,7 +101,12 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
         await session.server.receive_response(message, session)
         return None
     if incoming.kind == "notification":
-        await _handle_notification(server, incoming, session)
+        observed = _notification_observed(server, incoming, session) if ports.observers() else ()
+        try:
+            await _handle_notification(server, incoming, session)
+        finally:
+            for done in observed:
+                done()
         return None
     return await _handle_request(server, incoming, session)
 
@@ -118,6 +123,21 @@ async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,
     elif method in server.custom_methods:
         await _notify_hook(server, method, server.custom_methods[method], params)
     # notifications/initialized, progress and unknown notifications need no action.
+
+
+def _notification_observed(server: Server, incoming: jsonrpc.Incoming, session: ServerSession) -> list:
+    """What the observers that watch notifications too (``notification_started``) call when it
+    was handled."""
+    observed = []
+    for observer in ports.observers():
+        started = getattr(observer, "notification_started", None)
+        if started is None:
+            continue
+        try:
+            observed.append(started(session, incoming.method, incoming.params))
+        except Exception as exc:  # the notification is handled unobserved by this one
+            server.report_exception(exc, {"notification": incoming.method, "observer": observer})
+    return observed
 
 
 async def _notify_hook(server: Server, method: str, hook: Any, params: dict) -> None:

@@ -19,6 +19,7 @@ from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
+from .. import telemetry
 from ..auth.base import Principal
 from . import encoding
 from .checks import check_header_values, check_host_and_origin
@@ -55,6 +56,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         self.scope = scope
         self.base_send = send
         self.receive = receive
+        telemetry.transport_scope.set(scope)  # the spans' client.address and network.*
         request = Request(scope)
         try:
             if not self.transport.options.stateless:

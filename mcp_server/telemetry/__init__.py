@@ -8,8 +8,13 @@ decide where spans and metrics go; with none, the API's no-op providers take the
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from functools import cache
+from typing import Any
 
 from ..settings import mcp_settings
 
@@ -17,6 +22,11 @@ NATIVE = "native"
 PROPAGATION_ONLY = "propagation_only"
 OFF = "off"
 MODES = (NATIVE, PROPAGATION_ONLY, OFF)
+
+# The connection the message being served came on, for the spans' client.address and network.*:
+# the ASGI scope of the HTTP request (set by the Streamable HTTP endpoint), {"type": "stdio"} on
+# stdio; None elsewhere (in process, a background worker). Setting it costs a context variable.
+transport_scope: ContextVar[dict | None] = ContextVar("mcp_transport_scope", default=None)
 
 
 @cache
@@ -35,3 +45,30 @@ def mode() -> str:
     if configured == OFF or not api_installed():
         return OFF
     return configured
+
+
+def trace_carrier() -> dict[str, str] | None:
+    """The current trace context as W3C ``traceparent``/``tracestate`` (what a background call
+    keeps to link its worker's span), or None when telemetry is off or no span is current."""
+    if mode() == OFF:
+        return None
+    from .propagation import current_carrier
+
+    return current_carrier() or None
+
+
+def background_span(call: Any, tool: Any) -> AbstractContextManager[Callable[[dict | None], None]]:
+    """What a worker runs a background call (``ToolCall``) of ``tool`` within: in "native" mode a
+    span linked to (and a child of) the context that queued it, current while the tool runs; in
+    "propagation_only" that context made current, with no span. It gives a function that records
+    the call's response (None: cancelled) on the span."""
+    current = mode()
+    if current == OFF:
+        return contextlib.nullcontext(_ignore)
+    from .worker import run_span
+
+    return run_span(call, tool, native=current == NATIVE)
+
+
+def _ignore(response: dict | None) -> None:
+    return None

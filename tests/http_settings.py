@@ -29,3 +29,10 @@ if os.environ.get("MCP_TEST_SQLITE_NAME"):
 if os.environ.get("MCP_TEST_STATIC_ROOT"):
     STATIC_ROOT = os.environ["MCP_TEST_STATIC_ROOT"]
     WHITENOISE_USE_FINDERS = False
+
+# Spans of this process (MCP_SERVER["TELEMETRY"]), one JSON object a line in a file of its own
+# under MCP_TEST_SPANS_DIR, written as each span ends: the trace tests read every process's.
+if os.environ.get("MCP_TEST_SPANS_DIR"):
+    from tests.span_files import export_spans_to
+
+    export_spans_to(os.environ["MCP_TEST_SPANS_DIR"])

@@ -22,9 +22,15 @@ from .errors import ServerError
 TRACER_NAME = "mcp_client"
 
 
+_tracer: trace.Tracer | None = None
+
+
 def tracer() -> trace.Tracer:
-    # A proxy until the process sets its provider, so it may be looked up before that.
-    return trace.get_tracer(TRACER_NAME)
+    # Looked up once: before the process sets its provider it is a proxy that follows it there.
+    global _tracer
+    if _tracer is None:
+        _tracer = trace.get_tracer(TRACER_NAME)
+    return _tracer
 
 
 class ClientTracing:

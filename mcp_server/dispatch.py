@@ -105,7 +105,7 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
         try:
             await _handle_notification(server, incoming, session)
         finally:
-            for done in observed:
+            for done in reversed(observed):
                 done()
         return None
     return await _handle_request(server, incoming, session)
@@ -250,7 +250,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     data["duration"] = duration = time.perf_counter() - started
     await server.instrument_async(data)
     response = _response(ctx, outcome, cancelled)
-    for observer, state in observed:
+    for observer, state in reversed(observed):  # nested: the first started ends last
         try:
             observer.request_finished(state, ctx, response, outcome.error, duration)
         except Exception as exc:  # an observer never costs the client its answer

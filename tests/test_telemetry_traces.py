@@ -450,3 +450,38 @@ async def test_cancelled_request_span_says_cancelled():
     assert await running is None
     span = only("tools/call wait_forever")
     assert span.attributes["error.type"] == "cancelled"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_tasks_requests_get_spans_and_the_task_keeps_the_context():
+    from mcp_server import Capabilities
+    from mcp_server.extensions.tasks import Tasks
+
+    tasks = "io.modelcontextprotocol/tasks"
+    capabilities = Capabilities().support_tools().support_extensions(Tasks.capability())
+    server = Server("tasks", capabilities=capabilities)
+
+    @server.tool(background=True, task_only=True)
+    async def report() -> str:
+        """A task."""
+        return "done"
+
+    transport = StreamableHTTPTransport(server)
+    app = transport.as_asgi()
+    meta = {**envelope({"extensions": {tasks: {}}}), "traceparent": TRACEPARENT}
+    try:
+        message = modern_request("tools/call", 1, meta=meta, name="report", arguments={})
+        check_client_message(message, MODERN)
+        created = (await post(app, message)).result
+        task_id = created["task"]["taskId"] if "task" in created else created["taskId"]
+        get = modern_request("tasks/get", 2, meta=meta, taskId=task_id)
+        check_client_message(get, MODERN)
+        await post(app, get)
+    finally:
+        await transport.close()
+    span = only("tasks/get")
+    assert span.attributes["mcp.method.name"] == "tasks/get"
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    call = await ToolCall.objects.aget(tool="report")
+    queued = only("tools/call report")
+    assert call.trace_context["traceparent"].split("-")[2] == format(queued.context.span_id, "016x")

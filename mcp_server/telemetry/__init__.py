@@ -12,21 +12,16 @@ import contextlib
 import importlib.util
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
 from ..settings import mcp_settings
+from .scope import transport_scope as transport_scope  # set by the transports
 
 NATIVE = "native"
 PROPAGATION_ONLY = "propagation_only"
 OFF = "off"
 MODES = (NATIVE, PROPAGATION_ONLY, OFF)
-
-# The connection the message being served came on, for the spans' client.address and network.*:
-# the ASGI scope of the HTTP request (set by the Streamable HTTP endpoint), {"type": "stdio"} on
-# stdio; None elsewhere (in process, a background worker). Setting it costs a context variable.
-transport_scope: ContextVar[dict | None] = ContextVar("mcp_transport_scope", default=None)
 
 
 @cache

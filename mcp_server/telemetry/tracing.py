@@ -23,7 +23,8 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import MCPError
 
 from ..redaction import redact
-from . import propagation, transport_scope
+from . import propagation
+from .scope import transport_scope
 
 if TYPE_CHECKING:
     from ..context import ServerContext
@@ -33,10 +34,15 @@ TRACER_NAME = "mcp_server"
 CANCELLED = "cancelled"
 
 
+_tracer: trace.Tracer | None = None
+
+
 def tracer() -> trace.Tracer:
-    # A proxy until the process sets its provider (opentelemetry-instrument does it first), so
-    # looking it up once per message costs a dict lookup.
-    return trace.get_tracer(TRACER_NAME)
+    # Looked up once: before the process sets its provider it is a proxy that follows it there.
+    global _tracer
+    if _tracer is None:
+        _tracer = trace.get_tracer(TRACER_NAME)
+    return _tracer
 
 
 class SpanObserver:

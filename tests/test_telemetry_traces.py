@@ -23,6 +23,7 @@ from mcp_client import AsyncClient
 from mcp_client.errors import ServerError
 from mcp_server import Server, ServerContext, Tool, checks, ports, site, telemetry
 from mcp_server.http import StreamableHTTPTransport
+from mcp_server.invoke import run_in_thread
 from mcp_server.models import ToolCall
 from mcp_server.telemetry import tracing
 
@@ -45,7 +46,7 @@ PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
 
 
 @pytest.fixture(autouse=True)
-def spans(monkeypatch):
+def spans(monkeypatch, short_lived_connections):
     monkeypatch.setattr(tracing, "tracer", lambda: PROVIDER.get_tracer("mcp_server"))
     import mcp_client.tracing
 
@@ -482,6 +483,6 @@ async def test_tasks_requests_get_spans_and_the_task_keeps_the_context():
     span = only("tasks/get")
     assert span.attributes["mcp.method.name"] == "tasks/get"
     assert format(span.context.trace_id, "032x") == TRACE_ID
-    call = await ToolCall.objects.aget(tool="report")
+    call = await run_in_thread(ToolCall.objects.get, tool="report")
     queued = only("tools/call report")
     assert call.trace_context["traceparent"].split("-")[2] == format(queued.context.span_id, "016x")

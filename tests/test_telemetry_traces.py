@@ -423,8 +423,7 @@ async def test_client_telemetry_off_sends_no_trace_keys(monkeypatch):
         AsyncClient(transport, telemetry="on")
 
 
-def test_stdio_scope_says_pipe():
-    assert tracing.network_attributes({"type": "stdio"}) == {"network.transport": "pipe"}
+def test_no_scope_no_network_attributes():
     assert tracing.network_attributes(None) == {}
 
 
@@ -486,3 +485,19 @@ async def test_tasks_requests_get_spans_and_the_task_keeps_the_context():
     call = await run_in_thread(ToolCall.objects.get, tool="report")
     queued = only("tools/call report")
     assert call.trace_context["traceparent"].split("-")[2] == format(queued.context.span_id, "016x")
+
+
+def test_stdio_spans_say_pipe():
+    from .test_stdio import client_line, serve_lines
+
+    server, _ = build_server()
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "hi"}, "_meta": {"traceparent": TRACEPARENT}}}
+    _transport, answers, _stderr = serve_lines(server, client_line(initialize) + client_line(call))
+    assert answers[-1]["result"]["content"][0]["text"] == "hi"
+    span = only("tools/call echo")
+    assert span.attributes["network.transport"] == "pipe"
+    assert "client.address" not in span.attributes
+    assert format(span.context.trace_id, "032x") == TRACE_ID

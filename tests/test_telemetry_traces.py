@@ -501,3 +501,19 @@ def test_stdio_spans_say_pipe():
     assert span.attributes["network.transport"] == "pipe"
     assert "client.address" not in span.attributes
     assert format(span.context.trace_id, "032x") == TRACE_ID
+
+
+def test_worker_in_propagation_only_makes_the_queued_context_current_without_a_span():
+    call = SimpleNamespace(tool="long_job", request_id=5, session_id="", protocol_version="",
+                           arguments={}, trace_context={"traceparent": TRACEPARENT})
+    with override_settings(MCP_SERVER={"TELEMETRY": "propagation_only"}):
+        with telemetry.background_span(call, None) as record:
+            inside = trace.get_current_span().get_span_context()
+            record(None)
+        assert format(inside.trace_id, "032x") == TRACE_ID
+        assert format(inside.span_id, "016x") == PARENT_ID
+        assert not trace.get_current_span().get_span_context().is_valid  # detached after
+    with override_settings(MCP_SERVER={"TELEMETRY": "off"}), telemetry.background_span(call, None):
+        assert not trace.get_current_span().get_span_context().is_valid
+    site.install_telemetry()
+    assert finished() == []

@@ -517,3 +517,24 @@ def test_worker_in_propagation_only_makes_the_queued_context_current_without_a_s
         assert not trace.get_current_span().get_span_context().is_valid
     site.install_telemetry()
     assert finished() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_propagation_only_background_call_keeps_the_callers_context():
+    server = Server("background")
+
+    @server.tool(background=True)
+    def long_job(n: int) -> str:
+        """Runs in the background (in process: no broker here)."""
+        return str(n)
+
+    with override_settings(MCP_SERVER={"TELEMETRY": "propagation_only"}):
+        site.install_telemetry()
+        client = InProcessClient(server, HANDSHAKE)
+        client.initialize()
+        client.result("tools/call", {"name": "long_job", "arguments": {"n": 1},
+                                     "_meta": {"traceparent": TRACEPARENT, "tracestate": "rojo=1"}})
+    site.install_telemetry()
+    assert finished() == []
+    assert ToolCall.objects.get(tool="long_job").trace_context == {"traceparent": TRACEPARENT,
+                                                                   "tracestate": "rojo=1"}

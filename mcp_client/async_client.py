@@ -38,6 +38,7 @@ from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, chec
 from .messaging import Messaging
 from .ports import TaskPort, task_port
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
+from .telemetry import tracing_for
 from .transports import transport_for
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -59,8 +60,11 @@ class AsyncClient(Lifecycle, Messaging):
                  client_info: dict | None = None,
                  input_required_max_rounds: int = DEFAULT_MAX_ROUNDS,
                  listen_max_retries: int = DEFAULT_MAX_RETRIES,
-                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
+                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF, telemetry: bool | None = None):
         self.mode = checked_mode(mode, None)
+        # A CLIENT span per request, its context sent in _meta: on by default when
+        # opentelemetry-api is installed; False imports nothing of it (mcp_client.telemetry).
+        self._tracing = tracing_for(telemetry)
         if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
         if isinstance(input_required_max_rounds, bool) or not isinstance(input_required_max_rounds, int) \

@@ -27,7 +27,8 @@ logger = logging.getLogger("mcp_client")
 
 class Messaging:
     """The message layer of ``AsyncClient``, which sets what it uses: ``_wire`` (the adapted
-    transport), ``transport`` and ``server_info`` (for metrics), ``_reports_sent``, ``_envelope``,
+    transport), ``transport`` and ``server_info`` (for metrics), ``_tracing`` (None when its
+    telemetry is off), ``_reports_sent``, ``_envelope``,
     ``_pending`` (request id to its answer),
     ``_finished``, ``_background``, ``_last_heard``, ``_server_requests``, ``_notifications``,
     ``_progress`` and ``_subscriptions``."""
@@ -37,9 +38,22 @@ class Messaging:
         if cancellation is not None:
             cancellation.raise_if_cancelled()
         request_id = request_id or str(uuid.uuid4())
+        if self._tracing is None:
+            return await self._exchange(method, params, meta, cancellation, request_id, None)
+        # A CLIENT span around the exchange, its context carried in _meta (mcp_client.tracing).
+        with self._tracing.request(self, method, params, request_id) as (carrier, record):
+            result = await self._exchange(method, params, meta, cancellation, request_id, carrier)
+            record(result)
+            return result
+
+    async def _exchange(self, method: str, params: dict | None, meta: dict | None,
+                        cancellation: Cancellation | None, request_id: str,
+                        carrier: dict[str, str] | None) -> Any:
         params = _with_meta(params, meta)
         if self._envelope is not None:
             params = modern.enveloped(params, self._envelope)
+        if carrier:
+            params = _with_trace(params, carrier)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         sent = asyncio.Event()
@@ -230,4 +244,11 @@ def _with_meta(params: dict | None, meta: dict | None) -> dict | None:
         return params
     merged = dict(params or {})
     merged["_meta"] = {**(merged.get("_meta") or {}), **meta}
+    return merged
+
+
+def _with_trace(params: dict | None, carrier: dict[str, str]) -> dict:
+    """``params`` with the trace context under ``_meta``, where the caller's own keys win."""
+    merged = dict(params or {})
+    merged["_meta"] = {**carrier, **(merged.get("_meta") or {})}
     return merged

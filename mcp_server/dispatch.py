@@ -104,7 +104,12 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
     with log_context.serving(method=incoming.method, request_id=incoming.id, session_id=session.id,
                              params=incoming.params):
         if incoming.kind == "notification":
-            await _handle_notification(server, incoming, session)
+            observed = _notification_observed(server, incoming, session) if ports.observers() else ()
+            try:
+                await _handle_notification(server, incoming, session)
+            finally:
+                for done in reversed(observed):
+                    done()
             return None
         return await _handle_request(server, incoming, session)
 
@@ -121,6 +126,21 @@ async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,
     elif method in server.custom_methods:
         await _notify_hook(server, method, server.custom_methods[method], params)
     # notifications/initialized, progress and unknown notifications need no action.
+
+
+def _notification_observed(server: Server, incoming: jsonrpc.Incoming, session: ServerSession) -> list:
+    """What the observers that watch notifications too (``notification_started``) call when it
+    was handled."""
+    observed = []
+    for observer in ports.observers():
+        started = getattr(observer, "notification_started", None)
+        if started is None:
+            continue
+        try:
+            observed.append(started(session, incoming.method, incoming.params))
+        except Exception as exc:  # the notification is handled unobserved by this one
+            server.report_exception(exc, {"notification": incoming.method, "observer": observer})
+    return observed
 
 
 async def _notify_hook(server: Server, method: str, hook: Any, params: dict) -> None:
@@ -233,7 +253,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     data["duration"] = duration = time.perf_counter() - started
     await server.instrument_async(data)
     response = _response(ctx, outcome, cancelled)
-    for observer, state in observed:
+    for observer, state in reversed(observed):  # nested: the first started ends last
         try:
             observer.request_finished(state, ctx, response, outcome.error, duration)
         except Exception as exc:  # an observer never costs the client its answer

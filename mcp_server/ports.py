@@ -87,7 +87,13 @@ class ListenTaskFilter(Protocol):
 class RequestObserver(Protocol):
     """Sees every request the dispatcher serves, in either era and on any transport: telemetry and
     the audit trail implement it. Both methods run in the task that runs the handler, so a context
-    variable set by :meth:`request_started` is seen by the handler and is gone after it."""
+    variable set by :meth:`request_started` is seen by the handler and is gone after it. Observers
+    nest: they start in the order they were added and finish in the reverse order, so one added
+    after the telemetry's sees its span current in both methods.
+
+    An observer that watches notifications too has a ``notification_started(session, method,
+    params)`` method (optional): it returns a function of no arguments, called once the
+    notification was handled."""
 
     def request_started(self, ctx: ServerContext) -> Any:
         """The handler is about to run; the value returned comes back to :meth:`request_finished`."""

@@ -189,7 +189,34 @@ def install() -> None:
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     tasks_extension.install(default_transport=get_transport)
+    install_telemetry()
     observe_operations()
+
+
+_telemetry_observer: Any = None
+
+
+def install_telemetry() -> None:
+    """The request observer of ``MCP_SERVER["TELEMETRY"]``: spans ("native"), the caller's trace
+    context made current ("propagation_only"), or none ("off", or OpenTelemetry not installed:
+    nothing is imported). Installed again when the setting changes; a value that is none of
+    these is mcp_server.E050's to report."""
+    global _telemetry_observer
+    from . import telemetry
+
+    if _telemetry_observer is not None:
+        ports.remove_observer(_telemetry_observer)
+        _telemetry_observer = None
+    try:
+        current = telemetry.mode()
+    except ValueError:
+        return
+    if current == telemetry.OFF:
+        return
+    from .telemetry.tracing import PropagationObserver, SpanObserver
+
+    _telemetry_observer = SpanObserver() if current == telemetry.NATIVE else PropagationObserver()
+    ports.add_observer(_telemetry_observer)
 
 
 def observe_operations() -> None:
@@ -234,7 +261,8 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_SERVER":
         mcp_settings.reload()  # before the server is built again, whichever receiver ran first
         reset()
-        observe_operations()  # TELEMETRY may have changed
+        install_telemetry()  # TELEMETRY may have changed
+        observe_operations()
 
 
 setting_changed.connect(_on_setting_changed)

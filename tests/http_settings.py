@@ -48,3 +48,9 @@ if os.environ.get("MCP_TEST_LOG_IDS"):
         "loggers": {name: {"handlers": ["json"], "level": "INFO"}
                     for name in ("mcp_server", "mcp_client", "stdio_app")},
     }
+# Spans of this process (MCP_SERVER["TELEMETRY"]), one JSON object a line in a file of its own
+# under MCP_TEST_SPANS_DIR, written as each span ends: the trace tests read every process's.
+if os.environ.get("MCP_TEST_SPANS_DIR"):
+    from tests.span_files import export_spans_to
+
+    export_spans_to(os.environ["MCP_TEST_SPANS_DIR"])

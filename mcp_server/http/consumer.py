@@ -20,6 +20,7 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc
 
 from .. import log_context
+from .. import telemetry
 from ..auth.base import Principal
 from . import encoding
 from .checks import check_header_values, check_host_and_origin
@@ -56,6 +57,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         self.scope = scope
         self.base_send = send
         self.receive = receive
+        telemetry.transport_scope.set(scope)  # the spans' client.address and network.*
         request = Request(scope)
         # Records written while it is served carry the session it names (mcp_server.log_context).
         with log_context.serving(session_id=request.header("mcp-session-id")):

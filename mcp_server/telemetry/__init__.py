@@ -8,10 +8,15 @@ decide where spans and metrics go; with none, the API's no-op providers take the
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import cache
+from typing import Any
 
 from ..settings import mcp_settings
+from .scope import transport_scope as transport_scope  # set by the transports
 
 NATIVE = "native"
 PROPAGATION_ONLY = "propagation_only"
@@ -35,3 +40,30 @@ def mode() -> str:
     if configured == OFF or not api_installed():
         return OFF
     return configured
+
+
+def trace_carrier() -> dict[str, str] | None:
+    """The current trace context as W3C ``traceparent``/``tracestate`` (what a background call
+    keeps to link its worker's span), or None when telemetry is off or no span is current."""
+    if mode() == OFF:
+        return None
+    from .propagation import current_carrier
+
+    return current_carrier() or None
+
+
+def background_span(call: Any, tool: Any) -> AbstractContextManager[Callable[[dict | None], None]]:
+    """What a worker runs a background call (``ToolCall``) of ``tool`` within: in "native" mode a
+    span linked to (and a child of) the context that queued it, current while the tool runs; in
+    "propagation_only" that context made current, with no span. It gives a function that records
+    the call's response (None: cancelled) on the span."""
+    current = mode()
+    if current == OFF:
+        return contextlib.nullcontext(_ignore)
+    from .worker import run_span
+
+    return run_span(call, tool, native=current == NATIVE)
+
+
+def _ignore(response: dict | None) -> None:
+    return None

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 
-from .. import hook_calls, logging_levels
+from .. import hook_calls, logging_levels, telemetry
 from ..modern.era import EraLock, handle_json
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
 from ..telemetry import metrics
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..server import Server
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+STDIO_SCOPE = {"type": "stdio"}
 
 
 class FrameTooLargeError(ValueError):
@@ -124,6 +125,7 @@ class StdioTransport:
         print(f"mcp stdio: closing the connection: {exc}", file=self._stderr, flush=True)
 
     async def _answer(self, line: bytes) -> None:
+        telemetry.transport_scope.set(STDIO_SCOPE)  # spans say network.transport=pipe
         try:
             answer = await handle_json(self.server, line, self.session, self.era)
         except Exception as exc:  # never let one message take the server down

@@ -19,8 +19,7 @@ from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
-from .. import log_context
-from .. import telemetry
+from .. import log_context, telemetry
 from ..auth.base import Principal
 from . import encoding
 from .checks import check_header_values, check_host_and_origin

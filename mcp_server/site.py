@@ -207,10 +207,7 @@ def install_telemetry() -> None:
     if _telemetry_observer is not None:
         ports.remove_observer(_telemetry_observer)
         _telemetry_observer = None
-    try:
-        current = telemetry.mode()
-    except ValueError:
-        return
+    current = telemetry.mode()
     if current == telemetry.OFF:
         return
     from .telemetry.tracing import PropagationObserver, SpanObserver

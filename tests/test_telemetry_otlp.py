@@ -191,7 +191,22 @@ def test_the_four_histograms_arrive_with_units_buckets_and_services(exported):
     assert calls and calls[-1].count >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="spans arrive once tracing lands")
-def test_tool_call_spans_arrive(exported):
-    wait_until(lambda: any(span.name.startswith("tools/call") for _service, span in list(exported.spans)),
-               5, "a tools/call span at the collector")
+def test_the_client_and_server_spans_of_a_call_arrive_in_one_trace(exported):
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    def tool_call_spans() -> tuple[list, list]:
+        with exported.lock:
+            spans = [(service, span) for service, span in exported.spans if span.name == "tools/call echo"]
+        return ([span for service, span in spans if service == "mcp-client"
+                 and span.kind == Span.SpanKind.SPAN_KIND_CLIENT],
+                [span for service, span in spans if service == "mcp-demo"
+                 and span.kind == Span.SpanKind.SPAN_KIND_SERVER])
+
+    wait_until(lambda: all(tool_call_spans()), PATIENCE, "the client's and the server's tools/call spans")
+    client_spans, server_spans = tool_call_spans()
+    # The client put its context in params._meta: the server's span is its child, in its trace.
+    parents = {(span.trace_id, span.span_id) for span in client_spans}
+    assert any((span.trace_id, span.parent_span_id) in parents for span in server_spans)
+    attributes = {a.key: a.value.string_value for a in server_spans[0].attributes}
+    assert attributes["mcp.method.name"] == "tools/call"
+    assert attributes["gen_ai.tool.name"] == "echo"

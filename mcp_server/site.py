@@ -182,13 +182,15 @@ def build_stores() -> tuple[Any, Any]:
 def install() -> None:
     """Register, once per process, what implements the ports of the floors below: background
     calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
-    filter, and its hooks into background calls). The app's ``ready()`` calls it (the models they
-    use need the app registry)."""
+    filter, and its hooks into background calls), and the audit trail's observer when
+    ``AUDIT`` is on. The app's ``ready()`` calls it (the models they use need the app registry)."""
+    from . import audit
     from .background.port import BackgroundCallPort
     from .extensions.tasks import hooks as tasks_extension
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     tasks_extension.install(default_transport=get_transport)
+    audit.install()
 
 
 def autodiscover(*, force: bool = False) -> None:
@@ -222,6 +224,9 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_SERVER":
         mcp_settings.reload()  # before the server is built again, whichever receiver ran first
         reset()
+        from . import audit
+
+        audit.install()  # AUDIT (or its batch settings) may have changed
 
 
 setting_changed.connect(_on_setting_changed)

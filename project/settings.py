@@ -193,6 +193,12 @@ if os.environ.get("MCP_JSON_RESPONSE") == "1":
 # (bench/run measures what reading them costs).
 if os.environ.get("MCP_REGISTRY_IN_DATABASE") == "0":
     MCP_SERVER["REGISTRY_IN_DATABASE"] = False
+# MCP_AUDIT=0 turns the audit trail off, MCP_AUDIT_FLUSH_INTERVAL sets its writer's interval
+# (bench/instructions.py measures what it costs).
+if os.environ.get("MCP_AUDIT") == "0":
+    MCP_SERVER["AUDIT"] = False
+if os.environ.get("MCP_AUDIT_FLUSH_INTERVAL"):
+    MCP_SERVER["AUDIT_FLUSH_INTERVAL"] = float(os.environ["MCP_AUDIT_FLUSH_INTERVAL"])
 # A load generator opens thousands of sessions from one address: MCP_MAX_SESSIONS_PER_PRINCIPAL=none
 # lifts the per-principal limit (a number sets it).
 if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):

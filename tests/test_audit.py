@@ -55,9 +55,9 @@ def audit_settings(**more: object) -> dict:
 @pytest.fixture
 def audit_on(short_lived_connections):
     with override_settings(MCP_SERVER=audit_settings()):
-        assert audit.writer() is not None
+        assert audit.current_writer() is not None
         yield audit
-    assert audit.writer() is None  # off again: what was queued is written, nothing observed
+    assert audit.current_writer() is None  # off again: what was queued is written, nothing observed
 
 
 def build_server() -> Server:
@@ -227,7 +227,7 @@ async def test_redaction_removes_a_secret_argument_and_the_digest_is_of_the_argu
 @pytest.mark.asyncio
 async def test_with_audit_off_nothing_is_observed_or_written(short_lived_connections):
     with override_settings(MCP_SERVER={**settings.MCP_SERVER, "AUDIT": False}):
-        assert audit.writer() is None
+        assert audit.current_writer() is None
         assert not any(isinstance(observer, AuditObserver) for observer in ports.observers())
         transport = StreamableHTTPTransport(build_server(), enable_json_response=True)
         app = transport.as_asgi()
@@ -323,27 +323,29 @@ def test_the_shutdown_hooks_flush_the_installed_writer(short_lived_connections):
 
     with override_settings(MCP_SERVER=audit_settings()):
         for number in range(3):
-            audit.writer().add_request(entry(number))
+            audit.current_writer().add_request(entry(number))
         assert AuditRecord.objects.count() == 0  # queued, not written: the interval is an hour
         # What atexit and Celery's shutdown signals call.
         worker_shutdown.send(sender=None)
         assert AuditRecord.objects.count() == 3
-        audit.writer().add_request(entry(3))
+        audit.current_writer().add_request(entry(3))
         worker_process_shutdown.send(sender=None, pid=0, exitcode=0)
         assert AuditRecord.objects.count() == 4
 
 
 def test_rows_the_database_refuses_are_kept_for_the_next_flush(short_lived_connections, monkeypatch):
+    import mcp_server.audit.writer as writer_module
+
     writer = AuditWriter(batch_size=100, interval=3600)
     writer.add_request(entry(1))
-    real = AuditRecord.objects.bulk_create
+    real = writer_module.insert
 
-    def refuse(*args: object, **kwargs: object) -> None:
+    def refuse(rows: list) -> None:
         raise RuntimeError("database away")
 
-    monkeypatch.setattr(AuditRecord.objects, "bulk_create", refuse)
+    monkeypatch.setattr(writer_module, "insert", refuse)
     assert writer.flush() == 0 and writer.pending == 1
-    monkeypatch.setattr(AuditRecord.objects, "bulk_create", real)
+    monkeypatch.setattr(writer_module, "insert", real)
     assert writer.stop() == 1 and AuditRecord.objects.count() == 1
 
 
@@ -372,3 +374,26 @@ async def test_a_background_call_run_here_leaves_one_row_with_its_call_id(audit_
     assert (row.background_call, row.name, row.outcome, row.request_id) == (call.id, "slow_sum", "ok", 5)
     assert row.arguments == {"a": 2, "b": 3} and row.result_size == result_bytes(body)
     assert row.time == call.created_at
+
+
+@pytest.mark.parametrize("value", [{}, {"b": 1, "a": [1, 2.5, None, True]}, {"ü": "日本", "x": {"y": "z"}},
+                                   {"when": timezone.now()}, ["list", {"nested": {"k": "v"}}]])
+def test_the_writers_digest_and_size_are_the_policys_digest_and_the_wires_bytes(value):
+    from mcp_protocol import jsonrpc
+    from mcp_server.audit import rows as audit_rows
+    from mcp_server.redaction import redact
+
+    assert audit_rows.digest(value) == digest(value)
+    if not isinstance(value, dict) or "when" not in value:
+        assert audit_rows.result_size(value) == len(jsonrpc.encode(value).encode("utf-8"))
+    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "REDACTED_KEYS": ["k", "x"]}):
+        assert audit_rows.redactor()("tool", value) == redact("tool", value)
+
+
+def test_a_lone_surrogate_still_makes_a_row():
+    from mcp_protocol import jsonrpc
+    from mcp_server.audit import rows as audit_rows
+
+    value = {"text": "half \ud800 a pair"}
+    assert len(audit_rows.digest(value)) == 64
+    assert audit_rows.result_size(value) == len(jsonrpc.encode(value).encode("utf-8"))

@@ -78,6 +78,26 @@ def test_a_modern_call_keeps_its_trace_id_and_no_session(deployment):
     assert (row.name, row.outcome, row.arguments) == ("echo", "ok", {"message": "traced"})
 
 
+def test_a_task_gets_its_row_when_it_ends_not_when_it_is_created(deployment, tmp_path):
+    (a, _b), worker = deployment
+    gate = tmp_path / "gate"
+    capabilities = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    status, messages = post_over_http(a.url, "tools/call", "task-1", envelope(capabilities), name="task_job",
+                                      arguments={"gate": str(gate)})
+    created = messages[-1]["result"]
+    assert status == 200 and created["resultType"] == "task", messages
+    task_id = created["taskId"]
+    wait_until(lambda: ToolCall.objects.filter(id=task_id, state=ToolCall.State.RUNNING).exists(),
+               what="the worker to start the task")
+    assert not AuditRecord.objects.filter(background_call=task_id).exists()  # answered, not ended
+    gate.touch()
+    row = row_of(background_call=task_id)
+    assert (row.task, row.outcome, row.name, row.request_id) == (True, "ok", "task_job", "task-1")
+    assert row.protocol_version == "2026-07-28" and row.result_size > 0
+    assert ToolCall.objects.get(id=task_id).runner and worker.process.poll() is None
+    assert AuditRecord.objects.filter(background_call=task_id).count() == 1
+
+
 def test_rows_queued_in_a_process_are_written_when_it_stops_cleanly(django_db_blocker):
     require_services()
     # Batches of a thousand, an hour apart: only the flush at shutdown can write these rows.
@@ -93,4 +113,4 @@ def test_rows_queued_in_a_process_are_written_when_it_stops_cleanly(django_db_bl
         server.stop()  # SIGTERM: daphne returns from its reactor, and the process exits
     assert server.process.returncode == 0, server.log
     rows = AuditRecord.objects.filter(session_id=client.session_id).order_by("request_id")
-    assert [row.arguments for row in rows] == [{"message": str(number)} for number in range(5)]
+    assert [row.arguments for row in rows] == [{"message": str(number)} for number in range(5)], server.log

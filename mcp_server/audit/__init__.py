@@ -21,7 +21,7 @@ _observer: AuditObserver | None = None
 _hooked = False
 
 
-def writer() -> AuditWriter | None:
+def current_writer() -> AuditWriter | None:
     """This process's writer; None while the audit trail is off."""
     return _writer
 

@@ -1,20 +1,50 @@
 """Turning what the writer queued into ``AuditRecord`` rows: a request the dispatcher served, or
 a background call that reached its final state. Runs on the writer's thread, off the call's path:
-the digest, the redaction and the result's size are computed here."""
+the digest, the redaction and the result's size are computed here, a few microseconds a row
+(encoders built once, the redaction policy read once a batch)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mcp_protocol import jsonrpc, methods
+from mcp_protocol import methods
 from mcp_protocol.trace_context import TRACEPARENT_META_KEY
 
 from ..models import AuditRecord, ToolCall
-from ..redaction import digest, redact
+from ..redaction import _redacted
+from ..settings import mcp_settings
 
-Outcome = AuditRecord.Outcome
+# Plain strings (the driver adapts them directly), equal to AuditRecord.Outcome's values.
+OK, ERROR, TOOL_ERROR, CANCELLED, INPUT_REQUIRED = (str(value) for value in (
+    AuditRecord.Outcome.OK, AuditRecord.Outcome.ERROR, AuditRecord.Outcome.TOOL_ERROR,
+    AuditRecord.Outcome.CANCELLED, AuditRecord.Outcome.INPUT_REQUIRED))
+# mcp_server.redaction.digest's canonical JSON, and jsonrpc.encode's compact JSON, with encoders
+# made once (json.dumps with options makes a new one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+Redactor = Callable[[str, Any], Any]
+
+
+def digest(value: Any) -> str:
+    """``mcp_server.redaction.digest(value)``, the same text hashed (and, where that raises on a
+    lone surrogate, which UTF-8 cannot carry, its surrogatepass bytes: the row is still made)."""
+    return hashlib.sha256(_CANONICAL.encode(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def redactor() -> Redactor:
+    """``mcp_server.redaction.redact`` with the settings read now (once for a batch of rows)."""
+    policy = mcp_settings.REDACTION_POLICY
+    if policy is not None:
+        return policy
+    needles = tuple(key.lower() for key in mcp_settings.REDACTED_KEYS)
+    if not needles:
+        return lambda _name, value: value
+    return lambda _name, value: _redacted(value, needles)
 AUDITED_METHODS = frozenset({methods.TOOLS_CALL, methods.PROMPTS_GET, methods.RESOURCES_READ})
 # version-traceid-parentid-flags (W3C Trace Context); version ff and all-zero ids are invalid.
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
@@ -40,29 +70,31 @@ def name_of(method: str, params: Any) -> str:
 def outcome_of(response: dict | None, error: BaseException | None) -> tuple[str, int | None, Any]:
     """(outcome, JSON-RPC error code, result) of an answer; no answer is a cancel."""
     if response is None:
-        return Outcome.CANCELLED, None, None
+        return CANCELLED, None, None
     if "error" in response:
         code = response["error"].get("code")
-        return Outcome.ERROR, code if isinstance(code, int) else None, None
+        return ERROR, code if isinstance(code, int) else None, None
     result = response.get("result")
     if isinstance(result, dict):
         if result.get("isError") is True:
-            return Outcome.TOOL_ERROR, None, result
+            return TOOL_ERROR, None, result
         if result.get("resultType") == "input_required":
-            return Outcome.INPUT_REQUIRED, None, result
-    return Outcome.OK, None, result
+            return INPUT_REQUIRED, None, result
+    return OK, None, result
 
 
 def result_size(result: Any) -> int | None:
     if result is None:
         return None
     try:
-        return len(jsonrpc.encode(result).encode("utf-8"))
+        text = _COMPACT.encode(result)
     except (TypeError, ValueError):  # the client got -32603 instead; the size is unknown
         return None
+    # A lone surrogate goes out as U+FFFD (jsonrpc.encode): three bytes, as surrogatepass counts it.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _arguments(method: str, name: str, params: Any) -> tuple[str, Any]:
+def _arguments(method: str, name: str, params: Any, redact: Redactor) -> tuple[str, Any]:
     if method == methods.RESOURCES_READ or not isinstance(params, dict):
         return "", None  # a read has a URI, no arguments
     arguments = params.get("arguments")
@@ -70,49 +102,51 @@ def _arguments(method: str, name: str, params: Any) -> tuple[str, Any]:
     return digest(arguments), redact(name, arguments)
 
 
-def _principal_fields(principal: Any) -> dict[str, str]:
+def _principal_fields(principal: Any) -> tuple[str, str, str]:
     if principal is None:
-        return {}
-    return {"client_id": principal.client_id or "", "subject": principal.subject or "",
-            "authentication": principal.method or ""}
+        return "", "", ""
+    return principal.client_id or "", principal.subject or "", principal.method or ""
 
 
-def request_row(entry: tuple) -> AuditRecord:
-    """The row of a request the dispatcher served (:class:`mcp_server.audit.observer.AuditObserver`)."""
+# What a row is made of, in the order of ``AuditRecord``'s columns the writer inserts.
+COLUMNS = ("time", "user_id", "username", "client_id", "subject", "authentication", "session_id",
+           "request_id", "protocol_version", "method", "name", "arguments_digest", "arguments", "outcome",
+           "error_code", "duration", "result_size", "background_call", "task", "trace_id")
+JSON_COLUMNS = ("request_id", "arguments")
+
+
+def request_row(entry: tuple, redact: Redactor) -> tuple:
+    """The row (values in :data:`COLUMNS` order) of a request the dispatcher served
+    (:class:`mcp_server.audit.observer.AuditObserver`)."""
     (finished, duration, method, params, session_id, request_id, protocol_version, principal,
      user_id, username, response, error) = entry
     name = name_of(method, params)
-    arguments_digest, arguments = _arguments(method, name, params)
+    arguments_digest, arguments = _arguments(method, name, params, redact)
     outcome, code, result = outcome_of(response, error)
-    return AuditRecord(
-        time=datetime.fromtimestamp(finished - duration, UTC), user_id=user_id,
-        username=username, **_principal_fields(principal), session_id=session_id or "",
-        request_id=request_id, protocol_version=protocol_version or "", method=method, name=name,
-        arguments_digest=arguments_digest, arguments=arguments, outcome=outcome, error_code=code,
-        duration=duration, result_size=result_size(result), trace_id=trace_id_of(params))
+    client_id, subject, authentication = _principal_fields(principal)
+    return (datetime.fromtimestamp(finished - duration, UTC), user_id, username, client_id, subject,
+            authentication, session_id or "", request_id, protocol_version or "", method, name,
+            arguments_digest, arguments, outcome, code, duration, result_size(result), "", False,
+            trace_id_of(params))
 
 
-def call_row(call: ToolCall) -> AuditRecord:
+def call_row(call: ToolCall, redact: Redactor) -> tuple:
     """The row of a background call in its final state, from its record (on whichever process
     moved it there)."""
     params = {**(call.params or {}), "name": call.tool, "arguments": call.arguments}
-    arguments_digest, arguments = _arguments(methods.TOOLS_CALL, call.tool, params)
+    arguments_digest, arguments = _arguments(methods.TOOLS_CALL, call.tool, params, redact)
     if call.state == ToolCall.State.CANCELLED:
-        outcome, code, result = Outcome.CANCELLED, None, None
+        outcome, code, result = CANCELLED, None, None
     elif call.response is not None:
         outcome, code, result = outcome_of(call.response, None)
     else:  # failed with no response recorded (the session ended, the broker refused it)
-        outcome, code, result = Outcome.ERROR, None, None
+        outcome, code, result = ERROR, None, None
     principal = call.principal or {}
     finished = call.finished_at or call.updated_at
     user = call.owner
-    return AuditRecord(
-        time=call.created_at, user_id=call.owner_id,
-        username=user.get_username() if user is not None else "",
-        client_id=principal.get("client_id") or "", subject=principal.get("subject") or "",
-        authentication=principal.get("method") or "", session_id=call.session_id,
-        request_id=call.request_id, protocol_version=call.protocol_version, method=methods.TOOLS_CALL,
-        name=call.tool[:1000], arguments_digest=arguments_digest, arguments=arguments, outcome=outcome,
-        error_code=code, duration=max((finished - call.created_at) / timedelta(seconds=1), 0.0),
-        result_size=result_size(result), background_call=call.id, task=call.task,
-        trace_id=trace_id_of(params))
+    return (call.created_at, call.owner_id, user.get_username() if user is not None else "",
+            principal.get("client_id") or "", principal.get("subject") or "", principal.get("method") or "",
+            call.session_id, call.request_id, call.protocol_version, methods.TOOLS_CALL, call.tool[:1000],
+            arguments_digest, arguments, outcome, code,
+            max((finished - call.created_at) / timedelta(seconds=1), 0.0), result_size(result), call.id,
+            call.task, trace_id_of(params))

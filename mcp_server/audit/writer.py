@@ -1,5 +1,5 @@
 """The audit trail's writer: rows queued in memory by the request's task, written in batches
-(``bulk_create``) by a thread of their own, so that a call never waits for the database.
+(one INSERT each, ``insert.py``) by a thread of their own, so that a call never waits for the database.
 
 A batch is written when ``AUDIT_BATCH_SIZE`` rows are waiting, or ``AUDIT_FLUSH_INTERVAL``
 seconds after the first of them; what is left is written when the process stops cleanly
@@ -16,10 +16,11 @@ import weakref
 from collections import deque
 from typing import Any
 
-from django.db import close_old_connections, connections, router
+from django.db import connections, router
 
 from ..models import AuditRecord, ToolCall
-from .rows import call_row, request_row
+from .insert import insert
+from .rows import call_row, redactor, request_row
 
 logger = logging.getLogger("mcp_server.audit")
 # Rows kept while the database refuses them; past this the oldest are dropped (and logged).
@@ -75,13 +76,18 @@ class AuditWriter:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stopped:
-            self._wake.wait(self.interval)  # woken early when a batch is full
-            self._wake.clear()
-            if self._stopped:
-                return
-            if self._pending:
-                self.flush()
+        # The thread keeps its database connection between batches (a connection per batch
+        # would cost more than the rows), and closes it when the writer stops.
+        try:
+            while not self._stopped:
+                self._wake.wait(self.interval)  # woken early when a batch is full
+                self._wake.clear()
+                if self._stopped:
+                    return
+                if self._pending:
+                    self.flush()
+        finally:
+            connections.close_all()
 
     # Writing.
     @property
@@ -100,33 +106,29 @@ class AuditWriter:
                     break
             if not items:
                 return 0
-            close_old_connections()  # as a request would: CONN_MAX_AGE decides
             try:
                 rows = self._rows(items)
-                written = 0
                 for start in range(0, len(rows), self.batch_size):
-                    AuditRecord.objects.bulk_create(rows[start:start + self.batch_size])
-                    written += len(rows[start:start + self.batch_size])
-                return written
+                    insert(rows[start:start + self.batch_size])
+                return len(rows)
             except Exception:
                 logger.exception("writing %d audit rows failed; they are kept for the next attempt",
                                  len(items))
                 self._requeue(items)
-                connections[router.db_for_write(AuditRecord)].close()
+                connections[router.db_for_write(AuditRecord)].close()  # a new one next time
                 return 0
-            finally:
-                close_old_connections()
 
-    def _rows(self, items: list[tuple[str, Any]]) -> list[AuditRecord]:
+    def _rows(self, items: list[tuple[str, Any]]) -> list[tuple]:
         rows = []
+        redact = redactor()
         call_ids = [value for kind, value in items if kind == "call"]
         calls = ToolCall.objects.select_related("owner").in_bulk(call_ids) if call_ids else {}
         for kind, value in items:
             try:
                 if kind == "request":
-                    rows.append(request_row(value))
+                    rows.append(request_row(value, redact))
                 elif value in calls:
-                    rows.append(call_row(calls[value]))
+                    rows.append(call_row(calls[value], redact))
             except Exception:  # one odd entry must not cost the batch its rows
                 logger.exception("an audit row could not be made of %r", value)
         return rows

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connections, router
 
 from ..models import AuditRecord
-from .rows import COLUMNS, JSON_COLUMNS
+from .rows import COLUMNS, JSON_COLUMNS, Encoded
 
 _JSON_AT = tuple(COLUMNS.index(name) for name in JSON_COLUMNS)
 _TIME_AT = COLUMNS.index("time")
@@ -44,7 +44,11 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _encode(value: Any) -> str | None:
-    return None if value is None else _JSON.encode(value)
+    if value is None or isinstance(value, Encoded):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _JSON.encode(value)
 
 
 def _copy_sql(connection: Any) -> str:

@@ -16,7 +16,7 @@ from mcp_protocol import methods
 from mcp_protocol.trace_context import TRACEPARENT_META_KEY
 
 from ..models import AuditRecord, ToolCall
-from ..redaction import _redacted
+from ..redaction import REDACTED
 from ..settings import mcp_settings
 
 # Plain strings (the driver adapts them directly), equal to AuditRecord.Outcome's values.
@@ -37,14 +37,35 @@ def digest(value: Any) -> str:
 
 
 def redactor() -> Redactor:
-    """``mcp_server.redaction.redact`` with the settings read now (once for a batch of rows)."""
+    """``mcp_server.redaction.redact`` with the settings read now (once for a batch of rows): the
+    project's ``REDACTION_POLICY``, or ``REDACTED_KEYS`` as one regular expression (a key is
+    redacted when it contains one of them, case-insensitive), which returns ``value`` itself
+    when nothing in it is redacted."""
     policy = mcp_settings.REDACTION_POLICY
     if policy is not None:
         return policy
-    needles = tuple(key.lower() for key in mcp_settings.REDACTED_KEYS)
+    needles = [key.lower() for key in mcp_settings.REDACTED_KEYS]
     if not needles:
         return lambda _name, value: value
-    return lambda _name, value: _redacted(value, needles)
+    search = re.compile("|".join(re.escape(needle) for needle in needles)).search
+
+    def redact(_name: str, value: Any) -> Any:
+        return _redact(value, search)
+
+    return redact
+
+
+def _redact(value: Any, search: Callable) -> Any:
+    if isinstance(value, dict):
+        if not value:
+            return value
+        kept = {key: REDACTED if search(str(key).lower()) else _redact(item, search)
+                for key, item in value.items()}
+        return value if all(kept[key] is item for key, item in value.items()) else kept
+    if isinstance(value, list | tuple):
+        items = [_redact(item, search) for item in value]
+        return value if all(new is old for new, old in zip(items, value, strict=True)) else items
+    return value
 AUDITED_METHODS = frozenset({methods.TOOLS_CALL, methods.PROMPTS_GET, methods.RESOURCES_READ})
 # version-traceid-parentid-flags (W3C Trace Context); version ff and all-zero ids are invalid.
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
@@ -95,11 +116,20 @@ def result_size(result: Any) -> int | None:
 
 
 def _arguments(method: str, name: str, params: Any, redact: Redactor) -> tuple[str, Any]:
+    """The digest of the arguments, and the redacted arguments as JSON text (the canonical text
+    hashed, when nothing was redacted)."""
     if method == methods.RESOURCES_READ or not isinstance(params, dict):
         return "", None  # a read has a URI, no arguments
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
-    return digest(arguments), redact(name, arguments)
+    text = _CANONICAL.encode(arguments)
+    kept = redact(name, arguments)
+    stored = text if kept is arguments else _CANONICAL.encode(kept)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), Encoded(stored)
+
+
+class Encoded(str):
+    """JSON text already made: the writer stores it as it is."""
 
 
 def _principal_fields(principal: Any) -> tuple[str, str, str]:

@@ -40,7 +40,7 @@ def _sql(connection: Any) -> str:
             f"VALUES ({', '.join(slots)})")
 
 
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)  # request ids: rare
 
 
 def _encode(value: Any) -> str | None:

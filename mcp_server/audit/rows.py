@@ -23,17 +23,35 @@ from ..settings import mcp_settings
 OK, ERROR, TOOL_ERROR, CANCELLED, INPUT_REQUIRED = (str(value) for value in (
     AuditRecord.Outcome.OK, AuditRecord.Outcome.ERROR, AuditRecord.Outcome.TOOL_ERROR,
     AuditRecord.Outcome.CANCELLED, AuditRecord.Outcome.INPUT_REQUIRED))
-# mcp_server.redaction.digest's canonical JSON, and jsonrpc.encode's compact JSON, with encoders
-# made once (json.dumps with options makes a new one per call).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _encoder(*, sort_keys: bool, allow_nan: bool, default: Callable) -> Callable[[Any], str]:
+    """``json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, ...).encode``, made once: the
+    json module makes its C encoder anew at each call, which costs more than encoding a call's
+    small arguments. (Without the module's cycle check: arguments and results are parsed or
+    already sent JSON, never cyclic.)"""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the C accelerator
+        return json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False,
+                                allow_nan=allow_nan, default=default).encode
+    encode = make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, allow_nan)
+    return lambda value: "".join(encode(value, 0))
+
+
+# mcp_server.redaction.digest's canonical JSON, and jsonrpc.encode's compact JSON.
+_canonical = _encoder(sort_keys=True, allow_nan=True, default=str)
+_compact = _encoder(sort_keys=False, allow_nan=False, default=_refuse)
 Redactor = Callable[[str, Any], Any]
 
 
 def digest(value: Any) -> str:
     """``mcp_server.redaction.digest(value)``, the same text hashed (and, where that raises on a
     lone surrogate, which UTF-8 cannot carry, its surrogatepass bytes: the row is still made)."""
-    return hashlib.sha256(_CANONICAL.encode(value).encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(_canonical(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def redactor() -> Redactor:
@@ -47,7 +65,7 @@ def redactor() -> Redactor:
     needles = [key.lower() for key in mcp_settings.REDACTED_KEYS]
     if not needles:
         return lambda _name, value: value
-    search = re.compile("|".join(re.escape(needle) for needle in needles)).search
+    search = re.compile("|".join(re.escape(needle) for needle in needles), re.IGNORECASE).search
 
     def redact(_name: str, value: Any) -> Any:
         return _redact(value, search)
@@ -56,14 +74,23 @@ def redactor() -> Redactor:
 
 
 def _redact(value: Any, search: Callable) -> Any:
+    """``value``, or a copy with what ``search`` finds redacted (only what changed is copied)."""
     if isinstance(value, dict):
-        if not value:
-            return value
-        kept = {key: REDACTED if search(str(key).lower()) else _redact(item, search)
-                for key, item in value.items()}
-        return value if all(kept[key] is item for key, item in value.items()) else kept
+        copy = None
+        for key, item in value.items():
+            if search(key if isinstance(key, str) else str(key)):
+                new = REDACTED
+            elif isinstance(item, dict | list | tuple):
+                new = _redact(item, search)
+            else:
+                continue
+            if new is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = new
+        return value if copy is None else copy
     if isinstance(value, list | tuple):
-        items = [_redact(item, search) for item in value]
+        items = [_redact(item, search) if isinstance(item, dict | list | tuple) else item for item in value]
         return value if all(new is old for new, old in zip(items, value, strict=True)) else items
     return value
 AUDITED_METHODS = frozenset({methods.TOOLS_CALL, methods.PROMPTS_GET, methods.RESOURCES_READ})
@@ -108,7 +135,7 @@ def result_size(result: Any) -> int | None:
     if result is None:
         return None
     try:
-        text = _COMPACT.encode(result)
+        text = _compact(result)
     except (TypeError, ValueError):  # the client got -32603 instead; the size is unknown
         return None
     # A lone surrogate goes out as U+FFFD (jsonrpc.encode): three bytes, as surrogatepass counts it.
@@ -122,9 +149,9 @@ def _arguments(method: str, name: str, params: Any, redact: Redactor) -> tuple[s
         return "", None  # a read has a URI, no arguments
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
-    text = _CANONICAL.encode(arguments)
+    text = _canonical(arguments)
     kept = redact(name, arguments)
-    stored = text if kept is arguments else _CANONICAL.encode(kept)
+    stored = text if kept is arguments else _canonical(kept)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), Encoded(stored)
 
 

@@ -1,9 +1,10 @@
-"""Inserting a batch of audit rows with one ``executemany`` of a prepared INSERT.
+"""Inserting a batch of audit rows in one statement: a COPY with PostgreSQL and psycopg 3, else an
+``executemany`` of a prepared INSERT.
 
 ``bulk_create`` costs about a hundred microseconds of CPU per row of this width (a model instance,
 then every field's preparation), several times what a whole stateless ``tools/call`` costs at the
-margin; the row's values are plain here (ints, strings, a datetime, JSON text), so the driver
-adapts them directly (with psycopg 3, in one pipeline).
+margin; the row's values are plain here (ints, strings, a datetime, JSON text already made), so
+the driver adapts them directly.
 """
 
 from __future__ import annotations

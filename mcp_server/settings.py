@@ -213,6 +213,10 @@ DEFAULTS: dict[str, Any] = {
     # Days an audit row is kept; then manage.py mcp_clean_audit (and its Celery beat entry) deletes
     # it. None: kept forever.
     "AUDIT_RETENTION_DAYS": 365,
+    # The writer's batches: rows are written when AUDIT_BATCH_SIZE of them wait, or
+    # AUDIT_FLUSH_INTERVAL seconds after they were queued, and when the process stops cleanly.
+    "AUDIT_BATCH_SIZE": 100,
+    "AUDIT_FLUSH_INTERVAL": 1.0,
     # What the audit trail and span attributes keep of a call's arguments and results. Values under
     # a key containing one of REDACTED_KEYS (case-insensitive, at any depth) are replaced;
     # REDACTION_POLICY, a dotted path of policy(name, value) -> value, replaces the whole policy.

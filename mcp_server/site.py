@@ -182,15 +182,25 @@ def build_stores() -> tuple[Any, Any]:
 def install() -> None:
     """Register, once per process, what implements the ports of the floors below: background
     calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
-    filter, and its hooks into background calls). The app's ``ready()`` calls it (the models they
-    use need the app registry)."""
+    filter, and its hooks into background calls), and the observers of telemetry and the audit
+    trail. The app's ``ready()`` calls it (the models they use need the app registry)."""
     from .background.port import BackgroundCallPort
     from .extensions.tasks import hooks as tasks_extension
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     tasks_extension.install(default_transport=get_transport)
+    install_observers()
+
+
+def install_observers() -> None:
+    """What sees every request, in this order: spans (current while the others run), metrics,
+    the audit trail. Each is there only while its setting has it on; called again when the
+    settings change."""
+    from . import audit
+
     install_telemetry()
     observe_operations()
+    audit.install()
 
 
 _telemetry_observer: Any = None
@@ -258,8 +268,7 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_SERVER":
         mcp_settings.reload()  # before the server is built again, whichever receiver ran first
         reset()
-        install_telemetry()  # TELEMETRY may have changed
-        observe_operations()
+        install_observers()  # TELEMETRY and AUDIT may have changed
 
 
 setting_changed.connect(_on_setting_changed)

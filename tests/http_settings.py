@@ -11,7 +11,7 @@ from tests.settings import *  # noqa: F403
 from tests.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
-MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": True,
+MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": True, "AUDIT": True,
               **json.loads(os.environ.get("MCP_TEST_HTTP_SETTINGS") or "{}")}
 # Background calls' Celery queue: one of a test's own on a broker other checkouts share.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("MCP_TEST_CELERY_QUEUE") or "celery"

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from mcp_protocol import methods
 
-from .. import log_context
+from .. import audit, log_context
 from ..invoke import run_in_thread
 from ..models import ToolCall
 from ..telemetry import metrics
@@ -105,10 +105,18 @@ def _requeue(call_id: str, dead_runner: str, retries: int) -> bool:
     ).update(state=State.QUEUED, runner="", worker="", updated_at=timezone.now()))
 
 
+def _ended(call_id: str, moved: int) -> bool:
+    """Whether this process moved the call to its final state; if so its audit row is queued
+    (once per call: only one conditional update wins), when the move is committed."""
+    if moved:
+        transaction.on_commit(lambda: audit.call_ended(call_id))
+    return bool(moved)
+
+
 def _finish(call_id: str, state: str, response: dict | None = None, error: str = "",
             from_states: tuple[str, ...] = (State.QUEUED, State.RUNNING, State.INPUT_REQUIRED)) -> bool:
     now = timezone.now()
-    return bool(ToolCall.objects.filter(id=call_id, state__in=from_states).update(
+    return _ended(call_id, ToolCall.objects.filter(id=call_id, state__in=from_states).update(
         state=state, response=response, error=error, finished_at=now, updated_at=now))
 
 
@@ -116,7 +124,7 @@ def _expire_queued(call_id: str, seconds: float, response: dict, error: str) -> 
     """queued -> failed for a call that has waited ``seconds`` or more for a worker since it was
     queued (its last write); False when a worker took it, or it ended, meanwhile."""
     now = timezone.now()
-    return bool(ToolCall.objects.filter(
+    return _ended(call_id, ToolCall.objects.filter(
         id=call_id, state=State.QUEUED, updated_at__lte=now - timedelta(seconds=seconds),
     ).update(state=State.FAILED, response=response, error=error, finished_at=now, updated_at=now))
 

@@ -199,6 +199,10 @@ if os.environ.get("MCP_AUDIT") == "0":
     MCP_SERVER["AUDIT"] = False
 if os.environ.get("MCP_AUDIT_FLUSH_INTERVAL"):
     MCP_SERVER["AUDIT_FLUSH_INTERVAL"] = float(os.environ["MCP_AUDIT_FLUSH_INTERVAL"])
+# MCP_TELEMETRY=off|native|propagation_only sets MCP_SERVER["TELEMETRY"] (bench/instructions.py
+# counts what each costs).
+if os.environ.get("MCP_TELEMETRY"):
+    MCP_SERVER["TELEMETRY"] = os.environ["MCP_TELEMETRY"]
 # A load generator opens thousands of sessions from one address: MCP_MAX_SESSIONS_PER_PRINCIPAL=none
 # lifts the per-principal limit (a number sets it).
 if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):

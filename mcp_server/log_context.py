@@ -28,6 +28,7 @@ from mcp_protocol.trace_context import TRACEPARENT_META_KEY
 # against the getLogger calls of the source).
 LOGGER_NAMES = (
     "mcp_server",
+    "mcp_server.audit",
     "mcp_server.auth",
     "mcp_server.background",
     "mcp_server.http",

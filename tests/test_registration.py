@@ -557,7 +557,8 @@ def test_every_setting_is_covered_here():
                # tests/test_background_no_worker.py, tests/test_first_hour_checks.py (E023).
                "BACKGROUND_CALL_QUEUE_TIMEOUT",
                # tests/test_telemetry_*.py, tests/test_audit*.py, tests/test_redaction.py.
-               "TELEMETRY", "AUDIT", "AUDIT_RETENTION_DAYS", "REDACTED_KEYS", "REDACTION_POLICY"}
+               "TELEMETRY", "AUDIT", "AUDIT_RETENTION_DAYS", "AUDIT_BATCH_SIZE", "AUDIT_FLUSH_INTERVAL",
+               "REDACTED_KEYS", "REDACTION_POLICY"}
     assert covered == set(DEFAULTS)
 
 

@@ -94,6 +94,19 @@ class serving:  # lower case: used as a function, ``with serving(...):``
         _current.reset(self._token)
 
 
+def update(*, method: str | None = None, request_id: Any = None, params: Any = None) -> None:
+    """Add a message's ids to those of the enclosing :class:`serving` of this task, until it exits
+    (which restores what was there before it). The HTTP transport's, once it has decoded the body:
+    cheaper than a :class:`serving` of its own, entered for every POST. Outside any ``serving``
+    it does nothing, so it never leaves ids behind."""
+    outer = _current.get()
+    if outer is None:
+        return
+    trace_id = trace_id_of(params) if params else None
+    _current.set((outer[0] if request_id is None else request_id, outer[1],
+                  outer[2] if trace_id is None else trace_id, outer[3] if method is None else method))
+
+
 def trace_id_of(params: Any) -> str | None:
     """The trace id of the W3C ``traceparent`` in ``params["_meta"]``; None when absent or invalid."""
     if not isinstance(params, dict):

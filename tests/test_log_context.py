@@ -70,6 +70,17 @@ def test_an_inner_message_keeps_what_it_does_not_name_and_the_outer_ids_come_bac
         assert ids_of(filtered()) == (None, "s-1", None, None)
 
 
+def test_update_adds_ids_until_the_enclosing_serving_ends_and_does_nothing_outside_one():
+    from mcp_server import log_context
+
+    log_context.update(method="ping", request_id=1)  # no serving: nothing is left behind
+    assert ids_of(filtered()) == (None, None, None, None)
+    with serving(session_id="s-1"):
+        log_context.update(method="tools/call", request_id=4, params={"_meta": {"traceparent": TRACEPARENT}})
+        assert ids_of(filtered()) == (4, "s-1", TRACE_ID, "tools/call")
+    assert ids_of(filtered()) == (None, None, None, None)
+
+
 def test_attributes_given_with_extra_are_not_overwritten():
     with serving(method="tools/call", request_id=7, session_id="s-1"):
         entry = filtered(mcp_request_id="given", mcp_trace_id="mine")

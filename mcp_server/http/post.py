@@ -53,11 +53,11 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
-    # Records written from here on carry the message's ids, the session's from the consumer's (a
-    # response's id is of the server's request: not one being served).
-    with log_context.serving(method=incoming.method, params=incoming.params,
-                             request_id=incoming.id if incoming.kind == "request" else None):
-        await _handle(consumer, request, incoming)
+    # Records written from here on, until the consumer's serving() ends, carry the message's ids
+    # beside the session's (a response's id is of the server's request: not one being served).
+    log_context.update(method=incoming.method, params=incoming.params,
+                       request_id=incoming.id if incoming.kind == "request" else None)
+    await _handle(consumer, request, incoming)
 
 
 async def _handle(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming) -> None:

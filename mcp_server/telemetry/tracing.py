@@ -22,6 +22,7 @@ from mcp_protocol import methods, semconv
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import MCPError
 
+from ..errors import AnsweredElsewhere
 from ..redaction import redact
 from . import propagation
 from .scope import transport_scope
@@ -155,8 +156,7 @@ def finish(span: trace.Span, method: str, response: dict | None, error: BaseExce
         span.set_attributes(attributes)
     if description is not None:
         span.set_status(Status(StatusCode.ERROR, description))
-    if error is not None and not isinstance(error, MCPError | CancelledError) and \
-            type(error).__name__ != "AnsweredElsewhere":
+    if error is not None and not isinstance(error, MCPError | CancelledError | AnsweredElsewhere):
         span.record_exception(error)
 
 

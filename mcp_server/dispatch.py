@@ -100,18 +100,26 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
     if incoming.kind == "response":
         await session.server.receive_response(message, session)
         return None
-    # The ids on log records written meanwhile (mcp_server.log_context).
+    # The ids on log records written meanwhile (mcp_server.log_context), unless the transport
+    # set them already.
+    if log_context.covers(incoming.method, incoming.id, session.id):
+        return await _handle_message(server, incoming, session)
     with log_context.serving(method=incoming.method, request_id=incoming.id, session_id=session.id,
                              params=incoming.params):
-        if incoming.kind == "notification":
-            observed = _notification_observed(server, incoming, session) if ports.observers() else ()
-            try:
-                await _handle_notification(server, incoming, session)
-            finally:
-                for done in reversed(observed):
-                    done()
-            return None
-        return await _handle_request(server, incoming, session)
+        return await _handle_message(server, incoming, session)
+
+
+async def _handle_message(server: Server, incoming: jsonrpc.Incoming,
+                          session: ServerSession) -> dict | None:
+    if incoming.kind == "notification":
+        observed = _notification_observed(server, incoming, session) if ports.observers() else ()
+        try:
+            await _handle_notification(server, incoming, session)
+        finally:
+            for done in reversed(observed):
+                done()
+        return None
+    return await _handle_request(server, incoming, session)
 
 
 async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,

@@ -107,6 +107,13 @@ def update(*, method: str | None = None, request_id: Any = None, params: Any = N
                   outer[2] if trace_id is None else trace_id, outer[3] if method is None else method))
 
 
+def covers(method: str | None, request_id: Any, session_id: str | None) -> bool:
+    """Whether the ids in effect are already these (the HTTP transport set them before handing the
+    message to the dispatcher), so that no :class:`serving` of its own is needed."""
+    ids = _current.get()
+    return ids is not None and ids[0] == request_id and ids[3] == method and ids[1] == session_id
+
+
 def trace_id_of(params: Any) -> str | None:
     """The trace id of the W3C ``traceparent`` in ``params["_meta"]``; None when absent or invalid."""
     if not isinstance(params, dict):

@@ -81,6 +81,17 @@ def test_update_adds_ids_until_the_enclosing_serving_ends_and_does_nothing_outsi
     assert ids_of(filtered()) == (None, None, None, None)
 
 
+def test_covers_tells_whether_the_ids_in_effect_are_a_messages_own():
+    from mcp_server import log_context
+
+    assert not log_context.covers("ping", 1, None)
+    with serving(method="ping", request_id=1, session_id="s-1"):
+        assert log_context.covers("ping", 1, "s-1")
+        assert not log_context.covers("ping", 2, "s-1")
+        assert not log_context.covers("ping", 1, None)  # a session the dispatcher made names itself
+        assert not log_context.covers("tools/list", 1, "s-1")
+
+
 def test_attributes_given_with_extra_are_not_overwritten():
     with serving(method="tools/call", request_id=7, session_id="s-1"):
         entry = filtered(mcp_request_id="given", mcp_trace_id="mine")

@@ -103,10 +103,6 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _NULL = "\\N"
 
 
-def _needs_escape(text: str) -> bool:
-    return "\\" in text or "\t" in text or "\n" in text or "\r" in text
-
-
 def copy_text(rows: list[tuple]) -> bytes:
     """``rows`` in COPY's text format, UTF-8. A row's time is a datetime, or (a request's row)
     seconds since the epoch: formatted here, the date and time of day once a second."""
@@ -125,12 +121,14 @@ def copy_text(rows: list[tuple]) -> bytes:
             when = f"{prefix}.{micros:06d}+00"
         else:
             when = when.isoformat()
-        request_id = _encode(request_id)
-        user_id = None if user_id is None else str(user_id)
+        request_id = str(request_id) if type(request_id) is int else _encode(request_id)
+        if user_id is not None:
+            user_id = str(user_id)
         # Text any caller may have chosen (names, ids, JSON), looked at once for what needs escaping.
-        texts = [user_id or "", username, client_id, subject, authentication, session_id,
-                 request_id or "", protocol_version, name, arguments or "", background_call, trace_id or ""]
-        if _needs_escape("".join(texts)):
+        texts = "".join((user_id or "", username, client_id, subject, authentication, session_id,
+                         request_id or "", protocol_version, name, arguments or "", background_call,
+                         trace_id or ""))
+        if "\\" in texts or "\t" in texts or "\n" in texts or "\r" in texts:
             (user_id, username, client_id, subject, authentication, session_id, request_id,
              protocol_version, name, arguments, background_call, trace_id) = (
                 None if value is None else value.translate(_ESCAPES) for value in

@@ -90,6 +90,11 @@ def _keys_redact(needles: tuple[str, ...]) -> Redactor:
         return verdict
 
     def redact(_name: str, value: Any) -> Any:
+        if type(value) is dict:  # the usual arguments: keys known to be kept, plain values
+            for key, item in value.items():
+                if verdicts.get(key) is not False or isinstance(item, dict | list | tuple):
+                    return _redact(value, search)
+            return value
         return _redact(value, search)
 
     return redact

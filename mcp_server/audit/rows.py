@@ -184,10 +184,10 @@ JSON_COLUMNS = ("request_id", "arguments")  # arguments: JSON text already made
 
 def request_row(entry: tuple, redact: Redactor) -> tuple:
     """The row (values in :data:`COLUMNS` order) of a request the dispatcher served
-    (:class:`mcp_server.audit.observer.AuditObserver`): what :func:`_arguments` does is inline
-    here, for this runs for every call."""
+    (:class:`mcp_server.audit.observer.AuditObserver`): what :func:`_arguments`,
+    :func:`outcome_of` and :func:`result_size` do is inline here, for this runs for every call."""
     (finished, duration, method, params, session_id, request_id, protocol_version, principal,
-     user_id, username, response, error) = entry
+     user_id, username, response, _error) = entry  # the answer tells the outcome
     arguments_digest, arguments, trace_id, name = "", None, None, ""
     if isinstance(params, dict):
         if method == methods.RESOURCES_READ:  # a read has a URI, no arguments
@@ -206,7 +206,28 @@ def request_row(entry: tuple, redact: Redactor) -> tuple:
             arguments = text if kept is arguments else _canonical(kept)
         if "_meta" in params:
             trace_id = trace_id_of(params)
-    outcome, code, result = outcome_of(response, error)
+    # outcome_of and result_size, inline.
+    code = size = None
+    if response is None:
+        outcome = CANCELLED
+    elif "error" in response:
+        outcome, code = ERROR, response["error"].get("code")
+        if not isinstance(code, int):
+            code = None
+    else:
+        outcome, result = OK, response.get("result")
+        if isinstance(result, dict):
+            if result.get("isError") is True:
+                outcome = TOOL_ERROR
+            elif result.get("resultType") == "input_required":
+                outcome = INPUT_REQUIRED
+        if result is not None:
+            try:
+                text = _compact(result)
+            except (TypeError, ValueError):  # the client got -32603 instead; the size is unknown
+                pass
+            else:
+                size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if principal is None:
         client_id = subject = authentication = ""
     else:
@@ -216,7 +237,7 @@ def request_row(entry: tuple, redact: Redactor) -> tuple:
     # duration, to the microsecond.
     return (finished - duration, user_id, username, client_id, subject, authentication, session_id or "",
             request_id, protocol_version or "", method, name, arguments_digest, arguments, outcome, code,
-            duration, None if result is None else result_size(result), "", False, trace_id)
+            duration, size, "", False, trace_id)
 
 
 def call_row(call: ToolCall, redact: Redactor) -> tuple:

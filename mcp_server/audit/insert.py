@@ -117,8 +117,8 @@ def copy_text(rows: list[tuple]) -> bytes:
             seconds, micros = divmod(round(when * 1_000_000), 1_000_000)
             if seconds != second:
                 second = seconds
-                prefix = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
-            when = f"{prefix}.{micros:06d}+00"
+                prefix = time.strftime("%Y-%m-%d %H:%M:%S.", time.gmtime(seconds))
+            when = f"{prefix}{str(1_000_000 + micros)[1:]}+00"  # six digits, without a format spec
         else:
             when = when.isoformat()
         request_id = str(request_id) if type(request_id) is int else _encode(request_id)

@@ -318,6 +318,22 @@ def test_full_batches_are_written_by_the_writers_thread_and_the_rest_at_shutdown
     assert sorted(AuditRecord.objects.values_list("request_id", flat=True)) == list(range(7))
 
 
+def test_text_with_tabs_newlines_backslashes_and_a_null_marker_is_stored_as_it_was(short_lived_connections):
+    odd = "a\tb\nc\rd\\e \\N \u00e9\u65e5"
+    params = {"name": odd, "arguments": {odd: odd, "path": "C:\\dir"}}
+    response = {"jsonrpc": "2.0", "id": odd, "result": {"content": [{"type": "text", "text": odd}]}}
+    finished = time.time()
+    writer = AuditWriter(batch_size=10, interval=3600)
+    writer.add_request((finished, 0.25, "tools/call", params, odd, odd, "2025-11-25", None, None, odd,
+                        response, None))
+    assert writer.stop() == 1
+    row = AuditRecord.objects.get()
+    assert (row.name, row.username, row.session_id, row.request_id) == (odd, odd, odd, odd)
+    assert row.arguments == params["arguments"] and row.arguments_digest == digest(params["arguments"])
+    assert row.duration == 0.25 and row.result_size == result_bytes(response)
+    assert abs(row.time.timestamp() - (finished - 0.25)) < 1e-5 and row.error_code is None
+
+
 def test_the_shutdown_hooks_flush_the_installed_writer(short_lived_connections):
     from celery.signals import worker_process_shutdown, worker_shutdown
 

@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from mcp_protocol import methods
@@ -61,17 +61,40 @@ def redactor() -> Redactor:
     policy = mcp_settings.REDACTION_POLICY
     if policy is not None:
         return policy
-    needles = [key.lower() for key in mcp_settings.REDACTED_KEYS]
+    keys = mcp_settings.REDACTED_KEYS
+    global _keys_redactor
+    # Made again only when the setting changed (a new list, or the same list edited).
+    if _keys_redactor is None or _keys_redactor[0] is not keys or _keys_redactor[1] != keys:
+        _keys_redactor = (keys, list(keys), _keys_redact(tuple(key.lower() for key in keys)))
+    return _keys_redactor[2]
+
+
+_keys_redactor: tuple[Any, list[str], Redactor] | None = None
+# Verdicts kept per key: a tool's argument names are few and come back with every call.
+_MAX_VERDICTS = 10_000
+
+
+def _keys_redact(needles: tuple[str, ...]) -> Redactor:
     if not needles:
         return lambda _name, value: value
+    verdicts: dict[str, bool] = {}
+
     def search(key: str) -> bool:
-        lowered = key.lower()
-        for needle in needles:  # noqa: SIM110 - a plain loop: no generator for each key
-            if needle in lowered:
-                return True
-        return False
+        verdict = verdicts.get(key)
+        if verdict is None:
+            lowered = key.lower()
+            verdict = any(needle in lowered for needle in needles)
+            if len(verdicts) >= _MAX_VERDICTS:
+                verdicts.clear()
+            verdicts[key] = verdict
+        return verdict
 
     def redact(_name: str, value: Any) -> Any:
+        if type(value) is dict:  # the usual arguments: keys known to be kept, plain values
+            for key, item in value.items():
+                if verdicts.get(key) is not False or isinstance(item, dict | list | tuple):
+                    return _redact(value, search)
+            return value
         return _redact(value, search)
 
     return redact
@@ -112,13 +135,6 @@ def trace_id_of(params: Any) -> str | None:
     return match[2]
 
 
-def name_of(method: str, params: Any) -> str:
-    if not isinstance(params, dict):
-        return ""
-    value = params.get("uri") if method == methods.RESOURCES_READ else params.get("name")
-    return str(value)[:1000] if value is not None else ""
-
-
 def outcome_of(response: dict | None, error: BaseException | None) -> tuple[str, int | None, Any]:
     """(outcome, JSON-RPC error code, result) of an answer; no answer is a cancel."""
     if response is None:
@@ -156,39 +172,72 @@ def _arguments(method: str, name: str, params: Any, redact: Redactor) -> tuple[s
     text = _canonical(arguments)
     kept = redact(name, arguments)
     stored = text if kept is arguments else _canonical(kept)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), Encoded(stored)
-
-
-class Encoded(str):
-    """JSON text already made: the writer stores it as it is."""
-
-
-def _principal_fields(principal: Any) -> tuple[str, str, str]:
-    if principal is None:
-        return "", "", ""
-    return principal.client_id or "", principal.subject or "", principal.method or ""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), stored
 
 
 # What a row is made of, in the order of ``AuditRecord``'s columns the writer inserts.
 COLUMNS = ("time", "user_id", "username", "client_id", "subject", "authentication", "session_id",
            "request_id", "protocol_version", "method", "name", "arguments_digest", "arguments", "outcome",
            "error_code", "duration", "result_size", "background_call", "task", "trace_id")
-JSON_COLUMNS = ("request_id", "arguments")
+JSON_COLUMNS = ("request_id", "arguments")  # arguments: JSON text already made
 
 
 def request_row(entry: tuple, redact: Redactor) -> tuple:
     """The row (values in :data:`COLUMNS` order) of a request the dispatcher served
-    (:class:`mcp_server.audit.observer.AuditObserver`)."""
+    (:class:`mcp_server.audit.observer.AuditObserver`): what :func:`_arguments`,
+    :func:`outcome_of` and :func:`result_size` do is inline here, for this runs for every call."""
     (finished, duration, method, params, session_id, request_id, protocol_version, principal,
-     user_id, username, response, error) = entry
-    name = name_of(method, params)
-    arguments_digest, arguments = _arguments(method, name, params, redact)
-    outcome, code, result = outcome_of(response, error)
-    client_id, subject, authentication = _principal_fields(principal)
-    return (datetime.fromtimestamp(finished - duration, UTC), user_id, username, client_id, subject,
-            authentication, session_id or "", request_id, protocol_version or "", method, name,
-            arguments_digest, arguments, outcome, code, duration, result_size(result), "", False,
-            trace_id_of(params))
+     user_id, username, response, _error) = entry  # the answer tells the outcome
+    arguments_digest, arguments, trace_id, name = "", None, None, ""
+    if isinstance(params, dict):
+        if method == methods.RESOURCES_READ:  # a read has a URI, no arguments
+            value = params.get("uri")
+        else:
+            value = params.get("name")
+            arguments = params.get("arguments")
+            if arguments is None:
+                arguments = {}
+        if value is not None:
+            name = str(value)[:1000]
+        if arguments is not None:
+            text = _canonical(arguments)
+            arguments_digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            kept = redact(name, arguments)
+            arguments = text if kept is arguments else _canonical(kept)
+        if "_meta" in params:
+            trace_id = trace_id_of(params)
+    # outcome_of and result_size, inline.
+    code = size = None
+    if response is None:
+        outcome = CANCELLED
+    elif "error" in response:
+        outcome, code = ERROR, response["error"].get("code")
+        if not isinstance(code, int):
+            code = None
+    else:
+        outcome, result = OK, response.get("result")
+        if isinstance(result, dict):
+            if result.get("isError") is True:
+                outcome = TOOL_ERROR
+            elif result.get("resultType") == "input_required":
+                outcome = INPUT_REQUIRED
+        if result is not None:
+            try:
+                text = _compact(result)
+            except (TypeError, ValueError):  # the client got -32603 instead; the size is unknown
+                pass
+            else:
+                size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if principal is None:
+        client_id = subject = authentication = ""
+    else:
+        client_id, subject, authentication = principal.client_id or "", principal.subject or "", \
+            principal.method or ""
+    # The start, in seconds since the epoch: the writer formats it (insert.py), as it does the
+    # duration, to the microsecond.
+    return (finished - duration, user_id, username, client_id, subject, authentication, session_id or "",
+            request_id, protocol_version or "", method, name, arguments_digest, arguments, outcome, code,
+            duration, size, "", False, trace_id)
 
 
 def call_row(call: ToolCall, redact: Redactor) -> tuple:

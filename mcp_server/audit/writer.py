@@ -36,7 +36,7 @@ class AuditWriter:
         self.interval = interval
         self._pending: deque[tuple[str, Any]] = deque()
         self._flush_lock = threading.Lock()
-        self._wake = threading.Event()
+        self._bell = _bell()
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
@@ -63,13 +63,19 @@ class AuditWriter:
         if self._pid != os.getpid():
             self._start()
         elif len(pending) >= self.batch_size:
-            self._wake.set()
+            self._ring()
+
+    def _ring(self) -> None:
+        try:  # noqa: SIM105 - contextlib.suppress costs more, and this runs on a call's path
+            self._bell.release()
+        except RuntimeError:  # rung already, not heard yet
+            pass
 
     def _start(self) -> None:
         with self._flush_lock:
             if self._pid == os.getpid():
                 return
-            self._wake = threading.Event()
+            self._bell = _bell()
             self._pid = os.getpid()
             self._stopped = False
             self._thread = threading.Thread(target=self._run, name="mcp-audit", daemon=True)
@@ -80,8 +86,7 @@ class AuditWriter:
         # would cost more than the rows), and closes it when the writer stops.
         try:
             while not self._stopped:
-                self._wake.wait(self.interval)  # woken early when a batch is full
-                self._wake.clear()
+                self._bell.acquire(timeout=self.interval)  # rung early when a batch is full
                 if self._stopped:
                     return
                 if self._pending:
@@ -98,12 +103,9 @@ class AuditWriter:
         """Write every row queued so far: how many were written. Never raises: rows the
         database refused stay queued for the next flush."""
         with self._flush_lock:
-            items = []
-            while True:  # popleft is atomic: a row queued meanwhile is taken now or next time
-                try:
-                    items.append(self._pending.popleft())
-                except IndexError:
-                    break
+            # Only this lock's holder takes from the left; a row queued meanwhile is taken next time.
+            pending = self._pending
+            items = [pending.popleft() for _ in range(len(pending))]
             if not items:
                 return 0
             try:
@@ -144,5 +146,13 @@ class AuditWriter:
     def stop(self) -> int:
         """Write what is queued and stop the thread (the process is stopping)."""
         self._stopped = True
-        self._wake.set()
+        self._ring()
         return self.flush()
+
+
+def _bell() -> threading.Lock:
+    """What wakes the writer's thread early: a held lock that a producer releases (one C call,
+    where an Event's set takes a condition and notifies) and the thread acquires again."""
+    bell = threading.Lock()
+    bell.acquire()
+    return bell

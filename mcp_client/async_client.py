@@ -189,7 +189,7 @@ class AsyncClient(Lifecycle, Messaging):
             raise
         self.server_info = result
         self._connected_with = asked
-        self._session_started = metrics.now()
+        self._session_started = metrics.now() if self._tracing is not None else None
         if self._envelope is None:
             await self._notify(methods.NOTIFICATIONS_INITIALIZED)
         if self._server_requests or self._notifications:

@@ -57,7 +57,7 @@ class Messaging:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         sent = asyncio.Event()
-        started = metrics.now()
+        started = metrics.now() if self._tracing is not None else None  # telemetry=False: none
         self._pending[request_id] = answer
         # The request is written by a task of its own, so that the caller can stop waiting (a
         # cancellation, a read timeout) even while a transport is still busy sending it.

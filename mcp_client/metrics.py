@@ -1,7 +1,8 @@
 """The client's metrics of the MCP semantic conventions: ``mcp.client.operation.duration`` and
 ``mcp.client.session.duration`` (seconds, the conventions' buckets).
 
-Recorded when ``opentelemetry-api`` is installed, on the meter ``mcp_client`` of the process's
+Recorded when ``opentelemetry-api`` is installed and the client's ``telemetry`` option is not
+False (a client passes no start time then), on the meter ``mcp_client`` of the process's
 meter provider (the API's no-op one until ``opentelemetry-instrument`` or the program sets one).
 Without the API nothing is imported: the check is made once, and each call then costs a global
 lookup.
@@ -85,8 +86,10 @@ def operation(started: float | None, method: str, params: dict | None, transport
               error: BaseException | None = None) -> None:
     """Record one request's duration, from ``started`` (:func:`now`) to its answer ``message``
     (or the ``error`` that ended the wait)."""
+    if started is None:
+        return
     instruments = _on()
-    if instruments is None or started is None:
+    if instruments is None:
         return
     attributes: dict[str, Any] = {"mcp.method.name": method, **transport_attributes(transport)}
     if protocol_version:
@@ -112,8 +115,10 @@ def operation(started: float | None, method: str, params: dict | None, transport
 def session(started: float | None, transport: Any, protocol_version: str | None,
             error: BaseException | None = None) -> None:
     """Record a session's duration, from ``started`` (:func:`now`, when it connected) to now."""
+    if started is None:
+        return
     instruments = _on()
-    if instruments is None or started is None:
+    if instruments is None:
         return
     attributes: dict[str, Any] = dict(transport_attributes(transport))
     if protocol_version:

@@ -190,6 +190,25 @@ async def test_operation_and_session_durations_on_both_sides(reader, served):
     assert points(reader, metrics.SESSION_DURATION, **{"mcp.protocol.version": REVISION})
 
 
+async def test_a_client_with_telemetry_off_records_no_metrics(reader, served):
+    def factory() -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=transport.as_asgi()))
+
+    transport = served()
+    def client_counts() -> tuple[float, float]:
+        return (count_of(reader, "mcp.client.operation.duration"),
+                count_of(reader, "mcp.client.session.duration"))
+
+    before = client_counts()
+    client = AsyncClient(CheckedHTTPTransport("http://127.0.0.1/mcp", http_client_factory=factory),
+                         mode="legacy", telemetry=False)
+    await client.connect()
+    assert (await client.call_tool("add", {"a": 1, "b": 1})).content[0]["text"] == "2"
+    await client.close()
+    assert client_counts() == before
+    assert count_of(reader, metrics.OPERATION_DURATION, **{"gen_ai.tool.name": "add"}) >= 1  # the server's
+
+
 async def test_a_session_ended_by_delete_is_recorded_once(reader, served):
     transport = served()
     before = count_of(reader, metrics.SESSION_DURATION)

@@ -24,7 +24,7 @@ from mcp_protocol.json_schema import validation_errors
 from mcp_protocol.log_levels import LEVELS
 from mcp_protocol.param_headers import header_paths
 
-from . import modern, tasks
+from . import metrics, modern, tasks
 from .errors import (
     AlreadyConnectedError,
     ClientError,
@@ -38,6 +38,7 @@ from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, chec
 from .messaging import Messaging
 from .ports import TaskPort, task_port
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
+from .telemetry import tracing_for
 from .transports import transport_for
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
 from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
@@ -59,8 +60,11 @@ class AsyncClient(Lifecycle, Messaging):
                  client_info: dict | None = None,
                  input_required_max_rounds: int = DEFAULT_MAX_ROUNDS,
                  listen_max_retries: int = DEFAULT_MAX_RETRIES,
-                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
+                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF, telemetry: bool | None = None):
         self.mode = checked_mode(mode, None)
+        # A CLIENT span per request, its context sent in _meta: on by default when
+        # opentelemetry-api is installed; False imports nothing of it (mcp_client.telemetry).
+        self._tracing = tracing_for(telemetry)
         if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages <= 0:
             raise ValueError(f"max_pages must be a positive integer, not {max_pages!r}")
         if isinstance(input_required_max_rounds, bool) or not isinstance(input_required_max_rounds, int) \
@@ -77,6 +81,8 @@ class AsyncClient(Lifecycle, Messaging):
         self.input_required_max_rounds = input_required_max_rounds
         self.client_info = client_info or DEFAULT_CLIENT_INFO
         self.server_info: dict | None = None
+        # When the connection was made, for mcp.client.session.duration (None: not recorded).
+        self._session_started: float | None = None
         self._pending: dict[str, asyncio.Future] = {}
         self._finished: collections.deque[str] = collections.deque(maxlen=1000)
         self._server_requests: dict[str, Callable] = {}
@@ -183,6 +189,7 @@ class AsyncClient(Lifecycle, Messaging):
             raise
         self.server_info = result
         self._connected_with = asked
+        self._session_started = metrics.now() if self._tracing is not None else None
         if self._envelope is None:
             await self._notify(methods.NOTIFICATIONS_INITIALIZED)
         if self._server_requests or self._notifications:
@@ -229,6 +236,8 @@ class AsyncClient(Lifecycle, Messaging):
         """Close the transport; a later ``connect()`` starts over. An error of the transport's
         close (a DELETE the server refused) is raised after the local state is cleared."""
         self._subscriptions.stop()
+        metrics.session(self._session_started, self.transport, self.protocol_version)
+        self._session_started = None
         self.server_info = None
         self._connected_with = None
         self._envelope = None

@@ -37,12 +37,12 @@ class Client:
                  client_info: dict | None = None,
                  input_required_max_rounds: int = DEFAULT_MAX_ROUNDS,
                  listen_max_retries: int = DEFAULT_MAX_RETRIES,
-                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF):
+                 listen_max_backoff: float = DEFAULT_MAX_BACKOFF, telemetry: bool | None = None):
         # First: bad options start no thread.
         self._async = AsyncClient(transport, mode=mode, max_pages=max_pages, client_info=client_info,
                                   input_required_max_rounds=input_required_max_rounds,
                                   listen_max_retries=listen_max_retries,
-                                  listen_max_backoff=listen_max_backoff)
+                                  listen_max_backoff=listen_max_backoff, telemetry=telemetry)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
         self._thread.start()

@@ -17,7 +17,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND
 
-from . import modern
+from . import metrics, modern
 from .errors import ClientError, ServerError, ServerRequestError, TransportError, ValidationError
 from .handlers import call_handler, maybe_await
 from .input_required import result_type
@@ -27,7 +27,9 @@ logger = logging.getLogger("mcp_client")
 
 class Messaging:
     """The message layer of ``AsyncClient``, which sets what it uses: ``_wire`` (the adapted
-    transport), ``_reports_sent``, ``_envelope``, ``_pending`` (request id to its answer),
+    transport), ``transport`` and ``server_info`` (for metrics), ``_tracing`` (None when its
+    telemetry is off), ``_reports_sent``, ``_envelope``,
+    ``_pending`` (request id to its answer),
     ``_finished``, ``_background``, ``_last_heard``, ``_server_requests``, ``_notifications``,
     ``_progress`` and ``_subscriptions``."""
 
@@ -36,12 +38,26 @@ class Messaging:
         if cancellation is not None:
             cancellation.raise_if_cancelled()
         request_id = request_id or str(uuid.uuid4())
+        if self._tracing is None:
+            return await self._exchange(method, params, meta, cancellation, request_id, None)
+        # A CLIENT span around the exchange, its context carried in _meta (mcp_client.tracing).
+        with self._tracing.request(self, method, params, request_id) as (carrier, record):
+            result = await self._exchange(method, params, meta, cancellation, request_id, carrier)
+            record(result)
+            return result
+
+    async def _exchange(self, method: str, params: dict | None, meta: dict | None,
+                        cancellation: Cancellation | None, request_id: str,
+                        carrier: dict[str, str] | None) -> Any:
         params = _with_meta(params, meta)
         if self._envelope is not None:
             params = modern.enveloped(params, self._envelope)
+        if carrier:
+            params = _with_trace(params, carrier)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future = loop.create_future()
         sent = asyncio.Event()
+        started = metrics.now() if self._tracing is not None else None  # telemetry=False: none
         self._pending[request_id] = answer
         # The request is written by a task of its own, so that the caller can stop waiting (a
         # cancellation, a read timeout) even while a transport is still busy sending it.
@@ -55,10 +71,14 @@ class Messaging:
             )
         try:
             message = await self._wait(answer, method)
+        except BaseException as exc:
+            metrics.operation(started, method, params, self.transport, self._protocol_version(), error=exc)
+            raise
         finally:
             unhook()
             self._pending.pop(request_id, None)
             self._finished.append(request_id)
+        metrics.operation(started, method, params, self.transport, self._protocol_version(), message)
         if "error" in message:
             error = message["error"] if isinstance(message["error"], dict) else {}
             raise ServerError(str(error.get("message", "error")), error.get("code", INTERNAL_ERROR),
@@ -69,6 +89,9 @@ class Messaging:
         if self._envelope is not None:
             result_type(method, result)  # an unknown resultType is an invalid answer (SEP-2322)
         return result
+
+    def _protocol_version(self) -> str | None:
+        return (self.server_info or {}).get("protocolVersion")
 
     async def _send_request(self, message: dict, answer: asyncio.Future, on_sent: Callable[[], None]) -> None:
         try:
@@ -221,4 +244,11 @@ def _with_meta(params: dict | None, meta: dict | None) -> dict | None:
         return params
     merged = dict(params or {})
     merged["_meta"] = {**(merged.get("_meta") or {}), **meta}
+    return merged
+
+
+def _with_trace(params: dict | None, carrier: dict[str, str]) -> dict:
+    """``params`` with the trace context under ``_meta``, where the caller's own keys win."""
+    merged = dict(params or {})
+    merged["_meta"] = {**carrier, **(merged.get("_meta") or {})}
     return merged

@@ -11,10 +11,12 @@ class MCPServerConfig(AppConfig):
     def ready(self) -> None:
         from . import (
             checks,  # noqa: F401 - importing it registers the system checks
+            log_context,
             signals,
             site,
         )
 
+        log_context.install()  # after Django's LOGGING, which keeps a logger's filters
         site.install()
         signals.connect()
         site.autodiscover()

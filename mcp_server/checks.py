@@ -170,6 +170,20 @@ def check_list_changed_interval(app_configs: Any = None, **kwargs: Any) -> list[
 
 
 @checks.register()
+def check_telemetry(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """MCP_SERVER["TELEMETRY"] names how spans are made; another value would serve no span."""
+    from .telemetry import MODES
+
+    value = mcp_settings.TELEMETRY
+    if value not in MODES:
+        return [checks.Error(f"MCP_SERVER['TELEMETRY'] must be one of {', '.join(MODES)}, not {value!r}",
+                             hint="\"native\" makes spans, \"propagation_only\" carries the caller's trace "
+                                  "context without spans, \"off\" imports nothing of OpenTelemetry.",
+                             id="mcp_server.E050")]
+    return []
+
+
+@checks.register()
 def check_asgi_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """ENDPOINT_PATH and SERVE_STATIC, read by mcp_server.asgi when the first process starts."""
     from django.core.exceptions import ImproperlyConfigured

@@ -17,6 +17,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 
+from . import log_context, ports
 from .context import ServerContext
 from .errors import AnsweredElsewhere, MissingCapabilityError
 from .handlers import declares
@@ -99,8 +100,24 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
     if incoming.kind == "response":
         await session.server.receive_response(message, session)
         return None
+    # The ids on log records written meanwhile (mcp_server.log_context), unless the transport
+    # set them already.
+    if log_context.covers(incoming.method, incoming.id, session.id):
+        return await _handle_message(server, incoming, session)
+    with log_context.serving(method=incoming.method, request_id=incoming.id, session_id=session.id,
+                             params=incoming.params):
+        return await _handle_message(server, incoming, session)
+
+
+async def _handle_message(server: Server, incoming: jsonrpc.Incoming,
+                          session: ServerSession) -> dict | None:
     if incoming.kind == "notification":
-        await _handle_notification(server, incoming, session)
+        observed = _notification_observed(server, incoming, session) if ports.observers() else ()
+        try:
+            await _handle_notification(server, incoming, session)
+        finally:
+            for done in reversed(observed):
+                done()
         return None
     return await _handle_request(server, incoming, session)
 
@@ -117,6 +134,21 @@ async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,
     elif method in server.custom_methods:
         await _notify_hook(server, method, server.custom_methods[method], params)
     # notifications/initialized, progress and unknown notifications need no action.
+
+
+def _notification_observed(server: Server, incoming: jsonrpc.Incoming, session: ServerSession) -> list:
+    """What the observers that watch notifications too (``notification_started``) call when it
+    was handled."""
+    observed = []
+    for observer in ports.observers():
+        started = getattr(observer, "notification_started", None)
+        if started is None:
+            continue
+        try:
+            observed.append(started(session, incoming.method, incoming.params))
+        except Exception as exc:  # the notification is handled unobserved by this one
+            server.report_exception(exc, {"notification": incoming.method, "observer": observer})
+    return observed
 
 
 async def _notify_hook(server: Server, method: str, hook: Any, params: dict) -> None:
@@ -180,6 +212,8 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     if config.instrument_server_context:
         data["server_context"] = server.server_context
     outcome = _Outcome()
+    observers = ports.observers()
+    observed = await _started(server, observers, ctx) if observers else ()
     started = time.perf_counter()
 
     async def call_next() -> Any:
@@ -224,9 +258,28 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
         if reason is None and isinstance(outcome.error, CancelledError):
             reason = outcome.error.reason
         data["cancellation_reason"] = reason
-    data["duration"] = time.perf_counter() - started
+    data["duration"] = duration = time.perf_counter() - started
     await server.instrument_async(data)
+    response = _response(ctx, outcome, cancelled)
+    for observer, state in reversed(observed):  # nested: the first started ends last
+        try:
+            observer.request_finished(state, ctx, response, outcome.error, duration)
+        except Exception as exc:  # an observer never costs the client its answer
+            await server.report_exception_async(exc, {"request": ctx.message, "observer": observer})
+    return response
 
+
+async def _started(server: Server, observers: list, ctx: ServerContext) -> list:
+    observed = []
+    for observer in observers:
+        try:
+            observed.append((observer, observer.request_started(ctx)))
+        except Exception as exc:  # the request is served unobserved by this one
+            await server.report_exception_async(exc, {"request": ctx.message, "observer": observer})
+    return observed
+
+
+def _response(ctx: ServerContext, outcome: _Outcome, cancelled: bool) -> dict | None:
     if cancelled or isinstance(outcome.error, AnsweredElsewhere):
         return None  # a cancelled request gets no response; another has one already
     error = outcome.error

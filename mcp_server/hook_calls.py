@@ -20,6 +20,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import connections
 
+from . import log_context
 from .invoke import _with_fresh_connections, call_user_code, is_async_callable
 
 logger = logging.getLogger("mcp_server")
@@ -48,7 +49,7 @@ def fire_hook(hook: Callable, name: str, *args: Any) -> None:
             _tasks.add(task)
             task.add_done_callback(_tasks.discard)
         else:
-            _pool.submit(_call_in_pool, hook, name, *args)
+            _pool.submit(log_context.carried().run, _call_in_pool, hook, name, *args)
         return
     _call_logged(hook, name, *args)  # already off any event loop: a worker thread, a command
 

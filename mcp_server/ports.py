@@ -84,7 +84,31 @@ class ListenTaskFilter(Protocol):
         ...
 
 
+class RequestObserver(Protocol):
+    """Sees every request the dispatcher serves, in either era and on any transport: telemetry and
+    the audit trail implement it. Both methods run in the task that runs the handler, so a context
+    variable set by :meth:`request_started` is seen by the handler and is gone after it. Observers
+    nest: they start in the order they were added and finish in the reverse order, so one added
+    after the telemetry's sees its span current in both methods.
+
+    An observer that watches notifications too has a ``notification_started(session, method,
+    params)`` method (optional): it returns a function of no arguments, called once the
+    notification was handled."""
+
+    def request_started(self, ctx: ServerContext) -> Any:
+        """The handler is about to run; the value returned comes back to :meth:`request_finished`."""
+        ...
+
+    def request_finished(self, state: Any, ctx: ServerContext, response: dict | None,
+                         error: BaseException | None, duration: float) -> None:
+        """The handler ended: ``response`` is what the client gets (None when it gets nothing:
+        cancelled, or answered elsewhere), ``error`` what the handler raised, ``duration`` seconds.
+        Must not raise, and must not wait for I/O: queue it."""
+        ...
+
+
 _implementations: dict[type, Any] = {}
+_observers: list[RequestObserver] = []
 
 
 def register(port: type[Port], implementation: Port) -> None:
@@ -95,3 +119,19 @@ def register(port: type[Port], implementation: Port) -> None:
 def implementation(port: type[Port]) -> Port | None:
     """What answers ``port``, or None when nothing was registered."""
     return _implementations.get(port)
+
+
+def add_observer(observer: RequestObserver) -> None:
+    """Make ``observer`` see every request served in this process (once; adding it again is a no-op)."""
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def remove_observer(observer: RequestObserver) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+def observers() -> list[RequestObserver]:
+    """The observers in the order they were added (the same list each time: read, never edit)."""
+    return _observers

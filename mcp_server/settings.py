@@ -201,6 +201,28 @@ DEFAULTS: dict[str, Any] = {
     # broker: a JSON-RPC error (-32603) for its client, a failed task over the Tasks extension,
     # and the record in the database says so. Raise it when calls often wait for busy workers.
     "BACKGROUND_CALL_QUEUE_TIMEOUT": 60,
+    # OpenTelemetry (the "telemetry" extra): "native" makes a span per message and the metrics of
+    # the MCP semantic conventions, through whatever tracer and meter providers the process set up
+    # (opentelemetry-instrument, or the project's own code); "propagation_only" makes none and
+    # carries the caller's trace context into background calls and to the client; "off" imports
+    # nothing. Without opentelemetry-api installed, "native" and "propagation_only" do nothing.
+    "TELEMETRY": "native",
+    # The audit trail: a row per tools/call, prompts/get and resources/read (mcp_server.AuditRecord),
+    # written in batches after the response. False writes none.
+    "AUDIT": True,
+    # Days an audit row is kept; then manage.py mcp_clean_audit (and its Celery beat entry) deletes
+    # it. None: kept forever.
+    "AUDIT_RETENTION_DAYS": 365,
+    # The writer's batches: rows are written when AUDIT_BATCH_SIZE of them wait, or
+    # AUDIT_FLUSH_INTERVAL seconds after they were queued, and when the process stops cleanly.
+    "AUDIT_BATCH_SIZE": 100,
+    "AUDIT_FLUSH_INTERVAL": 1.0,
+    # What the audit trail and span attributes keep of a call's arguments and results. Values under
+    # a key containing one of REDACTED_KEYS (case-insensitive, at any depth) are replaced;
+    # REDACTION_POLICY, a dotted path of policy(name, value) -> value, replaces the whole policy.
+    "REDACTED_KEYS": ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization",
+                      "cookie", "credential", "private_key", "ssn", "card_number"],
+    "REDACTION_POLICY": None,
 }
 
 # MCP_SERVER["RESOURCE_SERVER"]: a project sets only the keys it changes; an unknown key is an error.
@@ -306,7 +328,7 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
 
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
            "SESSION_REQUEST_VALIDATOR", "REDIS_CLIENT_FACTORY", "SHARED_STATE_CLASS",
-           "EVENT_STORE_CLASS")
+           "EVENT_STORE_CLASS", "REDACTION_POLICY")
 
 
 # Settings that are dicts of their own keys, each with its defaults.

@@ -182,13 +182,59 @@ def build_stores() -> tuple[Any, Any]:
 def install() -> None:
     """Register, once per process, what implements the ports of the floors below: background
     calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
-    filter, and its hooks into background calls). The app's ``ready()`` calls it (the models they
-    use need the app registry)."""
+    filter, and its hooks into background calls), and the observers of telemetry and the audit
+    trail. The app's ``ready()`` calls it (the models they use need the app registry)."""
     from .background.port import BackgroundCallPort
     from .extensions.tasks import hooks as tasks_extension
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     tasks_extension.install(default_transport=get_transport)
+    install_observers()
+
+
+def install_observers() -> None:
+    """What sees every request, in this order: spans (current while the others run), metrics,
+    the audit trail. Each is there only while its setting has it on; called again when the
+    settings change."""
+    from . import audit
+
+    install_telemetry()
+    observe_operations()
+    audit.install()
+
+
+_telemetry_observer: Any = None
+
+
+def install_telemetry() -> None:
+    """The request observer of ``MCP_SERVER["TELEMETRY"]``: spans ("native"), the caller's trace
+    context made current ("propagation_only"), or none ("off", or OpenTelemetry not installed:
+    nothing is imported). Installed again when the setting changes; a value that is none of
+    these is mcp_server.E050's to report."""
+    global _telemetry_observer
+    from . import telemetry
+
+    if _telemetry_observer is not None:
+        ports.remove_observer(_telemetry_observer)
+        _telemetry_observer = None
+    current = telemetry.mode()
+    if current == telemetry.OFF:
+        return
+    from .telemetry.tracing import PropagationObserver, SpanObserver
+
+    _telemetry_observer = SpanObserver() if current == telemetry.NATIVE else PropagationObserver()
+    ports.add_observer(_telemetry_observer)
+
+
+def observe_operations() -> None:
+    """Time every request (``mcp.server.operation.duration``) while metrics are on, and cost the
+    dispatcher nothing while they are off: the observer is there only then."""
+    from .telemetry import metrics
+
+    if metrics.enabled():
+        ports.add_observer(metrics.OPERATION_METRICS)
+    else:
+        ports.remove_observer(metrics.OPERATION_METRICS)
 
 
 def autodiscover(*, force: bool = False) -> None:
@@ -222,6 +268,7 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_SERVER":
         mcp_settings.reload()  # before the server is built again, whichever receiver ran first
         reset()
+        install_observers()  # TELEMETRY and AUDIT may have changed
 
 
 setting_changed.connect(_on_setting_changed)

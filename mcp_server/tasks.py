@@ -1,11 +1,12 @@
 """The Celery tasks of the MCP server (Celery's ``app.autodiscover_tasks()`` finds this module by
-its name): background tool calls, and the deletion of expired Tasks-extension tasks and of
-finished background calls past their retention."""
+its name): background tool calls, the deletion of expired Tasks-extension tasks and of
+finished background calls past their retention, and of audit rows past theirs."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from .audit.retention import CLEAN_AUDIT_TASK, delete_expired, summary
 from .background.runner import TASK_NAME
 from .extensions.tasks.cleanup import CLEAN_TASKS_TASK, clean
 
@@ -28,3 +29,10 @@ def clean_tasks() -> str:
     background calls finished longer than ``BACKGROUND_CALL_RETENTION`` ago (the beat entry
     ``mcp_server.extensions.tasks.cleanup.CLEAN_TASKS_SCHEDULE`` runs it)."""
     return clean().summary()
+
+
+@shared_task(name=CLEAN_AUDIT_TASK, ignore_result=True)
+def clean_audit() -> str:
+    """Delete audit rows older than ``MCP_SERVER["AUDIT_RETENTION_DAYS"]`` (the beat entry
+    ``mcp_server.audit.retention.CLEAN_AUDIT_SCHEDULE`` runs it)."""
+    return summary(delete_expired())

@@ -132,8 +132,10 @@ CELERY_TASK_ACKS_LATE = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# `celery -A project beat` deletes expired tasks (Tasks extension) every 10 minutes.
-CELERY_BEAT_SCHEDULE = {"mcp-clean-tasks": {"task": "mcp_server.clean_tasks", "schedule": 600.0}}
+# `celery -A project beat` deletes expired tasks (Tasks extension) every 10 minutes, and audit rows
+# past AUDIT_RETENTION_DAYS every hour.
+CELERY_BEAT_SCHEDULE = {"mcp-clean-tasks": {"task": "mcp_server.clean_tasks", "schedule": 600.0},
+                        "mcp-clean-audit": {"task": "mcp_server.clean_audit", "schedule": 3600.0}}
 
 # Django REST framework, for the API at /api/mcp/ (mcp_server.api). Basic comes first so that an
 # anonymous request gets 401 with a challenge: DRF answers 403 when the first class has no challenge
@@ -191,6 +193,16 @@ if os.environ.get("MCP_JSON_RESPONSE") == "1":
 # (bench/run measures what reading them costs).
 if os.environ.get("MCP_REGISTRY_IN_DATABASE") == "0":
     MCP_SERVER["REGISTRY_IN_DATABASE"] = False
+# MCP_AUDIT=0 turns the audit trail off, MCP_AUDIT_FLUSH_INTERVAL sets its writer's interval
+# (bench/instructions.py measures what it costs).
+if os.environ.get("MCP_AUDIT") == "0":
+    MCP_SERVER["AUDIT"] = False
+if os.environ.get("MCP_AUDIT_FLUSH_INTERVAL"):
+    MCP_SERVER["AUDIT_FLUSH_INTERVAL"] = float(os.environ["MCP_AUDIT_FLUSH_INTERVAL"])
+# MCP_TELEMETRY=off|native|propagation_only sets MCP_SERVER["TELEMETRY"] (bench/instructions.py
+# counts what each costs).
+if os.environ.get("MCP_TELEMETRY"):
+    MCP_SERVER["TELEMETRY"] = os.environ["MCP_TELEMETRY"]
 # A load generator opens thousands of sessions from one address: MCP_MAX_SESSIONS_PER_PRINCIPAL=none
 # lifts the per-principal limit (a number sets it).
 if os.environ.get("MCP_MAX_SESSIONS_PER_PRINCIPAL"):

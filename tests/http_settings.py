@@ -11,7 +11,7 @@ from tests.settings import *  # noqa: F403
 from tests.settings import DATABASES, INSTALLED_APPS, MCP_SERVER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.stdio_app"]
-MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": True,
+MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": True, "AUDIT": True,
               **json.loads(os.environ.get("MCP_TEST_HTTP_SETTINGS") or "{}")}
 # Background calls' Celery queue: one of a test's own on a broker other checkouts share.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("MCP_TEST_CELERY_QUEUE") or "celery"
@@ -29,3 +29,28 @@ if os.environ.get("MCP_TEST_SQLITE_NAME"):
 if os.environ.get("MCP_TEST_STATIC_ROOT"):
     STATIC_ROOT = os.environ["MCP_TEST_STATIC_ROOT"]
     WHITENOISE_USE_FINDERS = False
+
+# MCP_TEST_LOG_IDS names a file: the package's and tests.stdio_app's records go there too, one JSON
+# object a line with the ids of the message being served (docs/production.md, "Logging").
+if os.environ.get("MCP_TEST_LOG_IDS"):
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"mcp": {"()": "mcp_server.log_context.RequestContextFilter"}},
+        "formatters": {"json": {"()": "tests.log_json.JSONFormatter"}},
+        "handlers": {
+            "stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
+            "json": {"class": "logging.FileHandler", "filename": os.environ["MCP_TEST_LOG_IDS"],
+                     "formatter": "json", "filters": ["mcp"]},
+        },
+        "root": {"handlers": ["stderr"], "level": "INFO"},
+        # On named loggers, not the root: a Celery worker empties the root's handlers as it starts.
+        "loggers": {name: {"handlers": ["json"], "level": "INFO"}
+                    for name in ("mcp_server", "mcp_client", "stdio_app")},
+    }
+# Spans of this process (MCP_SERVER["TELEMETRY"]), one JSON object a line in a file of its own
+# under MCP_TEST_SPANS_DIR, written as each span ends: the trace tests read every process's.
+if os.environ.get("MCP_TEST_SPANS_DIR"):
+    from tests.span_files import export_spans_to
+
+    export_spans_to(os.environ["MCP_TEST_SPANS_DIR"])

@@ -15,7 +15,11 @@ from project.settings import MCP_SERVER
 # In-process tests use the default server without database access unless they ask for it, so its
 # registry is the code's alone here; the servers the tests start as processes (daphne, stdio:
 # tests.http_settings, tests.stdio_settings) read the admin-shaped registry, as a project does.
-MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": False}
+MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": False,
+              # In process the audit trail is on where a test says so (tests/test_audit*.py): its
+              # writer thread would otherwise write into whichever test database is open. The
+              # servers the tests start (tests.http_settings) keep it on, as a project does.
+              "AUDIT": False}
 
 # DRF's TokenAuthentication, accepted as it is by the endpoint (tests/test_auth_resource_server.py).
 INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]  # noqa: F405

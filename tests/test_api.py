@@ -68,7 +68,7 @@ def call_row(call_id: str, state: str = ToolCall.State.RUNNING, **fields) -> Too
 
 # Permissions ------------------------------------------------------------------------------------
 ENDPOINTS = ["tools/", "tools/echo/", "registered-prompts/", "prompts/", "resources/",
-             "resource-templates/", "sessions/", "calls/", "schema/", ""]
+             "resource-templates/", "sessions/", "calls/", "audit/", "schema/", ""]
 
 
 @pytest.mark.django_db
@@ -347,6 +347,7 @@ EVERY_OPERATION = {
       for method in ("get", "put", "patch", "delete")},
     ("/api/mcp/sessions/", "get"), ("/api/mcp/sessions/{id}/", "get"), ("/api/mcp/sessions/{id}/", "delete"),
     ("/api/mcp/calls/", "get"), ("/api/mcp/calls/{id}/", "get"), ("/api/mcp/calls/{id}/cancel/", "post"),
+    ("/api/mcp/audit/", "get"), ("/api/mcp/audit/{id}/", "get"),
 }
 
 

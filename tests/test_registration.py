@@ -104,7 +104,8 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "task_job",
-                         "background_confirm", "shape_registry", "background_touch"]
+                         "background_confirm", "shape_registry", "background_touch", "log_line",
+                         "background_log_line"]
         assert server.close() == 0
 
 
@@ -554,7 +555,10 @@ def test_every_setting_is_covered_here():
                # tests/test_asgi_application.py.
                "ENDPOINT_PATH", "SERVE_STATIC",
                # tests/test_background_no_worker.py, tests/test_first_hour_checks.py (E023).
-               "BACKGROUND_CALL_QUEUE_TIMEOUT"}
+               "BACKGROUND_CALL_QUEUE_TIMEOUT",
+               # tests/test_telemetry_*.py, tests/test_audit*.py, tests/test_redaction.py.
+               "TELEMETRY", "AUDIT", "AUDIT_RETENTION_DAYS", "AUDIT_BATCH_SIZE", "AUDIT_FLUSH_INTERVAL",
+               "REDACTED_KEYS", "REDACTION_POLICY"}
     assert covered == set(DEFAULTS)
 
 

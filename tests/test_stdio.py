@@ -299,9 +299,18 @@ def test_notification_from_a_tool_is_written_to_stdout(revision):
 # --- STDIO-07: interrupt ------------------------------------------------------------------------
 
 @pytest.mark.feature("STDIO-07")
-@pytest.mark.parametrize("busy", [False, True], ids=["idle", "tool-in-flight"])
-def test_sigint_exits_with_130_and_a_short_message(busy):
-    with Stdio(env=TEST_SETTINGS) as server:
+@pytest.mark.parametrize(("busy", "inherited"), [(False, signal.default_int_handler),
+                                                 (True, signal.default_int_handler),
+                                                 (False, signal.SIG_IGN)],
+                         ids=["idle", "tool-in-flight", "started-with-sigint-ignored"])
+def test_sigint_exits_with_130_and_a_short_message(busy, inherited):
+    # A child inherits an ignored SIGINT (a shell's `&`, a client shielding itself from Ctrl-C).
+    previous = signal.signal(signal.SIGINT, inherited)
+    try:
+        server = Stdio(env=TEST_SETTINGS)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    with server:
         server.initialize()
         if busy:
             server.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call",

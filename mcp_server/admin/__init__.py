@@ -1,7 +1,7 @@
 """The MCP server in Django admin (found by admin's autodiscovery): the registry (``primitives``:
-what code registers; ``stored``: prompts and resources defined in admin), ``sessions`` and the
-background ``calls``."""
+what code registers; ``stored``: prompts and resources defined in admin), ``sessions``, the
+background ``calls`` and the ``audit`` trail."""
 
-from . import calls, primitives, sessions, stored
+from . import audit, calls, primitives, sessions, stored
 
-__all__ = ["calls", "primitives", "sessions", "stored"]
+__all__ = ["audit", "calls", "primitives", "sessions", "stored"]

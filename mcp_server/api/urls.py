@@ -11,7 +11,7 @@ from rest_framework.routers import APIRootView, DefaultRouter
 from rest_framework.schemas import get_schema_view
 from rest_framework.schemas.openapi import SchemaGenerator
 
-from . import views
+from . import audit, views
 
 app_name = "mcp_api"
 
@@ -37,6 +37,7 @@ router.register("resources", views.StoredResourceViewSet, basename="resource")
 router.register("resource-templates", views.StoredResourceTemplateViewSet, basename="resource-template")
 router.register("sessions", views.SessionViewSet, basename="session")
 router.register("calls", views.ToolCallViewSet, basename="call")
+router.register("audit", audit.AuditRecordViewSet, basename="audit")
 
 
 class Generator(SchemaGenerator):
@@ -49,7 +50,8 @@ class Generator(SchemaGenerator):
 
 schema_view = get_schema_view(
     title="django-mcp-sdk API", version="1",
-    description="The MCP server's registry, sessions and background calls, as admin manages them.",
+    description="The MCP server's registry, sessions, background calls and audit trail, as admin "
+                "manages them.",
     patterns=router.urls, generator_class=Generator, renderer_classes=[JSONOpenAPIRenderer],
     permission_classes=[IsAuthenticated], public=True)
 

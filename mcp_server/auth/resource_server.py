@@ -22,6 +22,7 @@ from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST
 from ..http.errors import HTTPError
 from ..invoke import call_user_code
 from ..primitives.base import check_scope
+from ..telemetry import metrics
 from .base import AuthenticationFailed, AuthenticationUnavailable, BaseAuthentication, Principal
 from .resource_uri import request_uri
 
@@ -76,6 +77,7 @@ class ResourceServer:
         """The request's principal (None: anonymous, allowed); raises :class:`HTTPError`."""
         if b"access_token=" in request.scope.get("query_string", b""):
             # RFC 6750 2.3 is not supported, and the MCP spec forbids it: a token in a URL leaks.
+            metrics.auth_failed("invalid_request")
             raise self.refusal(request, 400, "invalid_request",
                                "Access tokens are accepted in the Authorization header only")
         principal = None
@@ -84,11 +86,13 @@ class ResourceServer:
                 # A plain def runs on a worker thread (ORM queries work); async def is awaited.
                 principal = await call_user_code(authenticator.authenticate, request)
             except AuthenticationFailed as failed:
+                metrics.auth_failed(failed.error or "invalid_token")
                 status = 403 if failed.error == "insufficient_scope" else \
                     400 if failed.error == "invalid_request" else 401
                 raise self.refusal(request, status, failed.error, failed.description,
                                    failed.scopes) from None
             except AuthenticationUnavailable:
+                metrics.auth_failed("unavailable")
                 raise HTTPError(503, "Service Unavailable: the credential cannot be checked now; try "
                                 "again later", code=INTERNAL_ERROR,
                                 headers=[(b"retry-after", b"5")]) from None
@@ -96,9 +100,11 @@ class ResourceServer:
                 break
         if principal is None:
             if self.required:
+                metrics.auth_failed("missing_credential")
                 raise self.refusal(request, 401, scopes=self.required_scopes or self.scopes_supported)
             return None
         if self.required_scopes and not principal.has_scopes(self.required_scopes):
+            metrics.auth_failed("insufficient_scope")
             raise self.insufficient_scope(request, self.required_scopes)
         return principal
 

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
 from ..settings import mcp_settings
+from ..telemetry import metrics
 from .throttle import Rate, Throttle, client_address
 
 
@@ -60,6 +61,7 @@ class LoginView(auth_views.LoginView):
     def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:
         response = super().form_invalid(form)
         if form.retry_after is not None:
+            metrics.refused("login_failure_rate", 429)
             response.status_code = 429
             response["Retry-After"] = str(form.retry_after)
         return response

@@ -19,6 +19,7 @@ from django.http import HttpRequest, JsonResponse
 from mcp_protocol.jsonrpc import DecodeError, decode
 
 from ..settings import mcp_settings
+from ..telemetry import metrics
 from .redirect_uris import problems
 from .throttle import Rate, Throttle, client_address
 
@@ -50,6 +51,7 @@ def too_many_registrations(request: HttpRequest) -> JsonResponse | None:
     retry_after = throttle.record(client_address(request))
     if retry_after is None or throttle.rate is None:
         return None
+    metrics.refused("registration_rate", 429)
     answer = error("temporarily_unavailable",
                    f"too many registrations from this address (at most {throttle.rate.count} every "
                    f"{throttle.rate.seconds} s); try again in {retry_after} s", status=429)

@@ -18,6 +18,7 @@ from oauth2_provider.views.dynamic_client_registration import (
 )
 
 from ..settings import mcp_settings
+from ..telemetry import metrics
 from .checks import CONSENT_TEMPLATE
 from .client_authentication import client_secret_throttle, presented_client_id
 from .redirect_uris import is_loopback_host
@@ -146,6 +147,7 @@ class ClientSecretThrottled:
         throttle = client_secret_throttle()
         retry_after = throttle.blocked(client_id, client_address(request))
         if retry_after is not None:
+            metrics.refused("client_secret_failure_rate", 429)
             answer = JsonResponse({"error": "invalid_client", "error_description":
                                    f"too many failed authentications of this client from this address; "
                                    f"try again in {retry_after} s"}, status=429)

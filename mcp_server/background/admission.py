@@ -20,6 +20,7 @@ from mcp_protocol.errors import InvalidParamsError
 from ..errors import TooManyBackgroundCalls
 from ..http.limits import token_key
 from ..settings import mcp_settings
+from ..telemetry import metrics
 from . import records
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ async def check_share(principal_key: str) -> None:
     """Raise :class:`TooManyBackgroundCalls` when the principal has its share in flight now."""
     limit = calls_per_principal()
     if limit is not None and await records.in_flight(principal_key) >= limit:
+        metrics.refused("background_calls_per_principal", 429)
         raise TooManyBackgroundCalls(limit, RETRY_AFTER)
 
 
@@ -94,5 +96,6 @@ async def admit(**fields: Any) -> Any:
     call = await records.admit(limit, **fields)
     if call is None:
         assert limit is not None
+        metrics.refused("background_calls_per_principal", 429)
         raise TooManyBackgroundCalls(limit, RETRY_AFTER)
     return call

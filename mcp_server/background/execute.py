@@ -9,6 +9,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -21,6 +22,7 @@ from ..context import ServerContext
 from ..handlers.tools import run_tool
 from ..primitives.tool import Tool
 from ..settings import mcp_settings
+from ..telemetry import metrics
 from . import records
 from .task_hooks import TaskHooks
 
@@ -105,6 +107,7 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
     with -32603 instead of silently; a tool that returns anyway keeps its result."""
     watcher = asyncio.create_task(_watch(ctx, time_limit()))
     state, error, response = records.State.FAILED, "", None
+    began = time.perf_counter()
     try:
         result = await run_tool(ctx, tool, arguments)
         state, response = records.State.COMPLETED, jsonrpc.response(ctx.request_id, result)
@@ -130,6 +133,7 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
         if ctx.cancellation.cancelled and ctx.stopped_at_limit is None:
             state, response = records.State.CANCELLED, None
         await records.finish(ctx.call_id, state, response, error)
+        metrics.background_call_ran(tool.name, state, time.perf_counter() - began)
         if ctx.task is not None:
             await ctx.task.changed(ctx.call_id, ctx.task_transport)
 

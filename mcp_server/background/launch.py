@@ -27,7 +27,7 @@ from mcp_protocol import jsonrpc
 from mcp_protocol.cancellation import Cancellation, CancelledError
 from mcp_protocol.errors import InternalError, MCPError
 
-from .. import mrtr
+from .. import mrtr, telemetry
 from ..errors import AnsweredElsewhere
 from ..http.event_store import post_stream, request_key
 from ..http.listen import ListenStream
@@ -115,6 +115,9 @@ async def _record(ctx: ServerContext, tool: Tool, arguments: dict, params: dict,
         principal=session.principal.to_record() if session.principal is not None else None,
         idempotent=bool((tool.annotations or {}).get("idempotentHint")),
         web_channel=runtime.channel_key if runtime is not None else "",
+        # The context of the span serving this request (the caller's in "propagation_only"), so
+        # that the worker's span joins the client's trace.
+        trace_context=telemetry.trace_carrier(),
     )
     ctx.instrumentation["background_call"] = call.id
     return call

@@ -52,7 +52,8 @@ async def expire_if_untaken(call: ToolCall) -> InternalError | None:
     response = jsonrpc.error_from(call.request_id, error)
     if not await records.expire_queued(call.id, seconds, response, str(error)):
         return None
-    logger.warning("background call %s (%s) failed: %s", call.id, call.tool, error)
+    with records.log_ids(call):
+        logger.warning("background call %s (%s) failed: %s", call.id, call.tool, error)
     return error
 
 

@@ -16,8 +16,12 @@ from django.db import connections, router, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from mcp_protocol import methods
+
+from .. import audit, log_context
 from ..invoke import run_in_thread
 from ..models import ToolCall
+from ..telemetry import metrics
 
 State = ToolCall.State
 FINAL_STATES = (State.COMPLETED, State.FAILED, State.CANCELLED)
@@ -68,6 +72,13 @@ def _lock_id(principal_key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def log_ids(call: ToolCall) -> log_context.serving:
+    """Log records written inside carry the ids of the call's request, as the web process that
+    took it had them (request, session, the trace id of its ``_meta``), wherever they are written."""
+    return log_context.serving(method=methods.TOOLS_CALL, request_id=call.request_id,
+                               session_id=call.session_id or None, params=call.params)
+
+
 def request_params(call: ToolCall) -> dict:
     """The ``tools/call`` params of the call's request: its params as kept, with its arguments
     (kept once, in their own field)."""
@@ -80,7 +91,10 @@ def _start(call_id: str, runner: str, worker: str) -> ToolCall | None:
     started = ToolCall.objects.filter(id=call_id, state=State.QUEUED, cancel_requested=False).update(
         state=State.RUNNING, runner=runner, worker=worker, started_at=now, updated_at=now,
         attempts=F("attempts") + 1)
-    return ToolCall.objects.filter(id=call_id).first() if started else None
+    call = ToolCall.objects.filter(id=call_id).first() if started else None
+    if call is not None:
+        metrics.background_call_started(call.tool, call.created_at, call.started_at)
+    return call
 
 
 def _requeue(call_id: str, dead_runner: str, retries: int) -> bool:
@@ -91,10 +105,18 @@ def _requeue(call_id: str, dead_runner: str, retries: int) -> bool:
     ).update(state=State.QUEUED, runner="", worker="", updated_at=timezone.now()))
 
 
+def _ended(call_id: str, moved: int) -> bool:
+    """Whether this process moved the call to its final state; if so its audit row is queued
+    (once per call: only one conditional update wins), when the move is committed."""
+    if moved:
+        transaction.on_commit(lambda: audit.call_ended(call_id))
+    return bool(moved)
+
+
 def _finish(call_id: str, state: str, response: dict | None = None, error: str = "",
             from_states: tuple[str, ...] = (State.QUEUED, State.RUNNING, State.INPUT_REQUIRED)) -> bool:
     now = timezone.now()
-    return bool(ToolCall.objects.filter(id=call_id, state__in=from_states).update(
+    return _ended(call_id, ToolCall.objects.filter(id=call_id, state__in=from_states).update(
         state=state, response=response, error=error, finished_at=now, updated_at=now))
 
 
@@ -102,7 +124,7 @@ def _expire_queued(call_id: str, seconds: float, response: dict, error: str) -> 
     """queued -> failed for a call that has waited ``seconds`` or more for a worker since it was
     queued (its last write); False when a worker took it, or it ended, meanwhile."""
     now = timezone.now()
-    return bool(ToolCall.objects.filter(
+    return _ended(call_id, ToolCall.objects.filter(
         id=call_id, state=State.QUEUED, updated_at__lte=now - timedelta(seconds=seconds),
     ).update(state=State.FAILED, response=response, error=error, finished_at=now, updated_at=now))
 

@@ -36,10 +36,12 @@ async def run_again(transport: StreamableHTTPTransport, call: ToolCall) -> bool:
         # A task id of its own: a worker remembers revoked and finished ids.
         await run_in_thread(enqueue, call.id, f"{call.id}.{call.attempts}")
     except Exception as exc:
-        logger.warning("queueing %s again failed: %s", call.id, exc)
+        with records.log_ids(call):
+            logger.warning("queueing %s again failed: %s", call.id, exc)
         return False
-    logger.info("the worker running %s (%s) stopped; it runs again (run %d)", call.id, call.tool,
-                call.attempts + 1)
+    with records.log_ids(call):
+        logger.info("the worker running %s (%s) stopped; it runs again (run %d)", call.id, call.tool,
+                    call.attempts + 1)
     return True
 
 

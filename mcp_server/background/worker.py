@@ -18,6 +18,7 @@ from mcp_protocol.cancellation import CancelledError
 from mcp_protocol.envelope import parse_envelope
 from mcp_protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError
 
+from .. import telemetry
 from ..auth.base import Principal
 from ..http.event_store import EventsDropped
 from ..http.outbound import DETACHED, PostOutbound
@@ -58,6 +59,12 @@ async def run_call_async(call_id: str, transport: StreamableHTTPTransport) -> st
     call = await records.start(call_id, runtime.channel_key, process_name())
     if call is None:
         return "not run: it was cancelled, or ended, before a worker took it"
+    # Records written while it runs carry its request's ids, as in the web process that took it.
+    with records.log_ids(call):
+        return await _run_taken(transport, runtime, call)
+
+
+async def _run_taken(transport: StreamableHTTPTransport, runtime: Any, call: Any) -> str:
     stream = call.delivery == "stream"
     if stream:
         await transport.take_request(call.session_id, call.request_id)
@@ -102,19 +109,22 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
                             cancellation=cancellation, user_context=server.server_context, call_id=call.id)
     if call.task:
         ctx.run_as_task(_task_hooks_of(call), transport)
-    try:
-        result = await execute(ctx, tool, call.arguments)
-        response = jsonrpc.response(call.request_id, result)
-    except CancelledError:
-        response = None
-    except MCPError as exc:
-        response = jsonrpc.error_from(call.request_id, exc)
-    except Exception as exc:
-        await server.report_exception_async(exc, {"request": ctx.message})
-        response = jsonrpc.error_response(call.request_id, INTERNAL_ERROR, "Internal error")
-    finally:
-        session.end_request(call.request_id, cancellation)
-        runtime.in_flight.pop(("call", call.id), None)
+    # The span of the run (MCP_SERVER["TELEMETRY"]), linked to the one that queued the call.
+    with telemetry.background_span(call, tool) as record_outcome:
+        try:
+            result = await execute(ctx, tool, call.arguments)
+            response = jsonrpc.response(call.request_id, result)
+        except CancelledError:
+            response = None
+        except MCPError as exc:
+            response = jsonrpc.error_from(call.request_id, exc)
+        except Exception as exc:
+            await server.report_exception_async(exc, {"request": ctx.message})
+            response = jsonrpc.error_response(call.request_id, INTERNAL_ERROR, "Internal error")
+        finally:
+            session.end_request(call.request_id, cancellation)
+            runtime.in_flight.pop(("call", call.id), None)
+        record_outcome(response)
     if response is None:  # cancelled: no response (the spec's rule); the stream just ends
         await outbound.end()
         return "cancelled"

@@ -19,6 +19,7 @@ from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
+from .. import log_context, telemetry
 from ..auth.base import Principal
 from . import encoding
 from .checks import check_header_values, check_host_and_origin
@@ -55,7 +56,13 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         self.scope = scope
         self.base_send = send
         self.receive = receive
+        telemetry.transport_scope.set(scope)  # the spans' client.address and network.*
         request = Request(scope)
+        # Records written while it is served carry the session it names (mcp_server.log_context).
+        with log_context.serving(session_id=request.header("mcp-session-id")):
+            await self._serve(request)
+
+    async def _serve(self, request: Request) -> None:
         try:
             if not self.transport.options.stateless:
                 # A stateless transport has no streams to route to, and may be built per request

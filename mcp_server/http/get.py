@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from ..telemetry import metrics
 from .authorization import authorize, session_of
 from .checks import check_get_accept, check_protocol_version
 from .credential_watch import ending_when_credential_lapses, refuse_if_expired
@@ -45,6 +46,7 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
     slot = await transport.stream_slots.take(record.id, token)
     if slot is None:
         await transport.release_stream(record.id, stream, token)
+        metrics.refused("streams_per_session", 429)
         raise too_many(f"this session has {transport.options.max_streams_per_session} streams open, the most "
                        "allowed; close one first", transport.options.keepalive_interval)
     runtime = transport.runtime

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_protocol.errors import INVALID_REQUEST
 
 from ..invoke import run_in_thread
+from ..telemetry import metrics
 from .errors import HTTPError
 
 if TYPE_CHECKING:
@@ -150,7 +151,8 @@ async def admit_principal(transport: StreamableHTTPTransport, principal: str, se
         return
     await transport.reap()
     if await _sessions_of(principal) > limit:
-        await transport.sessions.delete(session_id)
+        await transport.sessions.delete(session_id, ended=False)
+        metrics.refused("sessions_per_principal", 429)
         raise _too_many_sessions(transport, request_id)
 
 

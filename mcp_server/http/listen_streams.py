@@ -22,6 +22,7 @@ from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY, SUBSCRIPTION
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
 from .. import ports
+from ..telemetry import metrics
 from .credential_watch import ending_when_credential_lapses, refuse_if_expired
 from .errors import HTTPError
 from .event_store import request_key
@@ -166,6 +167,7 @@ async def serve_listen(consumer: StreamableHTTPConsumer, request: Request, messa
     registry = runtime.listens
     limit = transport.options.max_listen_subscriptions
     if limit is not None and len(registry) >= limit:
+        metrics.refused("listen_streams", 503)
         raise _refused(503, f"Service Unavailable: this process serves {limit} listen streams, the "
                             "most allowed; try again later", request_id, code=INTERNAL_ERROR,
                        headers=[(b"retry-after", b"1")])
@@ -203,6 +205,7 @@ async def _principal_place(transport: StreamableHTTPTransport, request: Request,
     slots, owner, token = transport.listen_slots, principal_of(request), uuid.uuid4().hex
     slot = await slots.take(owner, token)
     if slot is None:
+        metrics.refused("listen_streams_per_principal", 429)
         refused = too_many(f"{slots.limit} listen streams of this client are open, the most allowed; "
                            "close one first", transport.options.keepalive_interval)
         refused.request_id = request_id

@@ -10,7 +10,9 @@ from django.db import InterfaceError, OperationalError
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
 
+from .. import log_context
 from ..session import ServerSession
+from ..telemetry import metrics
 from .authorization import authorize, session_of
 from .background_share import check_background_share
 from .checks import (
@@ -43,7 +45,7 @@ SESSION_HEADER = b"mcp-session-id"
 
 
 async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> None:
-    transport, options = consumer.transport, consumer.transport.options
+    options = consumer.transport.options
     check_content_type(request)
     check_post_accept(request, json_only=options.enable_json_response or options.stateless)
     body = await consumer.read_body(request)
@@ -51,6 +53,15 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     if incoming.kind == "invalid":
         raise HTTPError(400, incoming.error["error"]["message"], code=incoming.error["error"]["code"],
                         request_id=incoming.id)
+    # Records written from here on, until the consumer's serving() ends, carry the message's ids
+    # beside the session's (a response's id is of the server's request: not one being served).
+    log_context.update(method=incoming.method, params=incoming.params,
+                       request_id=incoming.id if incoming.kind == "request" else None)
+    await _handle(consumer, request, incoming)
+
+
+async def _handle(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming) -> None:
+    transport = consumer.transport
     if incoming.kind == "request" and transport.server.guarded:
         await check_call_scopes(transport, request, incoming)
     if routes_here(request, incoming):
@@ -131,6 +142,7 @@ async def _check_capacity(transport: Any) -> None:
     if not await transport.sessions.has_room(transport.options.max_sessions):
         await transport.reap()  # expired sessions go first
         if await transport.sessions.count() >= transport.options.max_sessions:
+            metrics.refused("sessions", 503)
             raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
 
 

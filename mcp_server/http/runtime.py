@@ -27,14 +27,16 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, TypeVar
 
 from channels.layers import get_channel_layer
 
 from mcp_protocol.cancellation import Cancellation
 
+from .. import log_context
 from ..outgoing import PendingRequests
+from ..telemetry import metrics
 from .event_store import GET_STREAM
 from .listen_streams import ListenRegistry
 from .redis_client import Backoff, RedisUnavailable
@@ -104,6 +106,7 @@ class Runtime:
         # Relayed background calls this process answers: call id -> what their worker sends.
         self.calls: dict[str, asyncio.Queue] = {}
         self._tasks: list[asyncio.Task] = []
+        metrics.watch_runtime(self)
 
     @property
     def channel_key(self) -> str:
@@ -114,12 +117,16 @@ class Runtime:
         if self.layer is not None:
             self.channel = await self.layer.new_channel("mcp.process.")
             await on_layer(self.layer.group_add(self.transport.group, self.channel))
-            self._tasks.append(asyncio.create_task(self._receive_forever(), name="mcp-receive"))
-            self._tasks.append(asyncio.create_task(self._rejoin_forever(), name="mcp-rejoin"))
+            self._spawn(self._receive_forever(), "mcp-receive")
+            self._spawn(self._rejoin_forever(), "mcp-rejoin")
         # Alive before claiming anything: a claim without a heartbeat reads as a dead process's.
         await self._beat()
-        self._tasks.append(asyncio.create_task(self._heartbeat_forever(), name="mcp-heartbeat"))
-        self._tasks.append(asyncio.create_task(self._housekeeping(), name="mcp-housekeeping"))
+        self._spawn(self._heartbeat_forever(), "mcp-heartbeat")
+        self._spawn(self._housekeeping(), "mcp-housekeeping")
+
+    def _spawn(self, coroutine: Coroutine[object, object, None], name: str) -> None:
+        # The process's tasks, though a request may start them: their log records are no request's.
+        self._tasks.append(asyncio.create_task(coroutine, name=name, context=log_context.detached()))
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..invoke import run_in_thread
 from ..rows import insert_row
+from ..telemetry import metrics
 from .limits import counted_with
 from .shared_state import SharedState
 
@@ -151,14 +152,16 @@ class SessionStore:
 
         Session.objects.filter(pk=session_id).update(**changes, last_activity=timezone.now())
 
-    async def delete(self, session_id: str) -> bool:
+    async def delete(self, session_id: str, *, ended: bool = True) -> bool:
+        """Delete a session; ``ended=False`` for one refused as it was made, which never lived
+        (its duration is not recorded)."""
         await self.state.delete(self._key(session_id))
         self._touched.discard(session_id)
-        return await run_in_thread(self._delete_row, session_id)
+        return await run_in_thread(self._delete_row, session_id, ended)
 
     @staticmethod
-    def _delete_row(session_id: str) -> bool:
-        return SessionStore._delete_rows([session_id]) > 0
+    def _delete_row(session_id: str, ended: bool = True) -> bool:
+        return SessionStore._delete_rows([session_id], ended=ended) > 0
 
     async def count(self) -> int:
         from ..models import Session
@@ -216,8 +219,9 @@ class SessionStore:
         return list(idle.values_list("pk", flat=True))
 
     @staticmethod
-    def _delete_rows(session_ids: list[str]) -> int:
-        """Delete sessions with their subscriptions and stored events; returns how many.
+    def _delete_rows(session_ids: list[str], *, ended: bool = True) -> int:
+        """Delete sessions with their subscriptions and stored events; returns how many. With
+        metrics on, the durations of those that ``ended`` are recorded once they are gone.
 
         The rows are locked first, because a request of the session may still be running in
         some process and storing events: one stored before the lock goes with the session, one
@@ -246,6 +250,8 @@ class SessionStore:
             # for it, where a read first would fail to upgrade under a concurrent writer.)
             if not locked:
                 return 0
+            lived = list(Session.objects.using(using).filter(pk__in=locked).values_list(
+                "created_at", "protocol_version")) if ended and metrics.enabled() else []
             # What the cascade deletes: nothing else points at a session, and no signal listens
             # to these models.
             marks = ", ".join(["%s"] * len(locked))
@@ -254,7 +260,10 @@ class SessionStore:
                                f"WHERE {quote('session_id')} IN ({marks})", locked)
             cursor.execute(f"DELETE FROM {quote(Session._meta.db_table)} "
                            f"WHERE {quote('id')} IN ({marks})", locked)
-            return len(locked) if locking else cursor.rowcount
+            deleted = len(locked) if locking else cursor.rowcount
+        if lived and deleted:
+            metrics.sessions_ended(lived)
+        return deleted
 
 
 def _json(value: Any) -> str:

@@ -77,6 +77,9 @@ class ToolCall(models.Model):
     input_responses = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
     asked_keys = models.JSONField(default=list, blank=True, encoder=CompactJSONEncoder)
     # The JSON-RPC response it ended with (None while it runs, and for a cancelled call).
+    # The W3C trace context (traceparent, tracestate) of the span that queued the call, so that
+    # the worker's span links to it (MCP_SERVER["TELEMETRY"]); None when telemetry is off.
+    trace_context = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
     response = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

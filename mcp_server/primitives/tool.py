@@ -66,6 +66,12 @@ def _check_task_only(task_only: bool, background: bool) -> bool:
     return task_only
 
 
+def _check_capture(capture: Any) -> bool:
+    if not isinstance(capture, bool):
+        raise ValueError(f"capture must be True or False, not {capture!r}")
+    return capture
+
+
 class Tool:
     """A tool the model can call.
 
@@ -91,6 +97,10 @@ class Tool:
     # the tool is not listed, and a call is refused (over HTTP, 403 insufficient_scope).
     required_scopes: ClassVar[tuple[str, ...]] = ()
     permissions: ClassVar[tuple[str, ...]] = ()
+    # Put the call's arguments and result on its span (gen_ai.tool.call.arguments and .result),
+    # redacted by MCP_SERVER["REDACTED_KEYS"] / REDACTION_POLICY; off by default, as they may
+    # hold what a trace backend must not keep.
+    capture: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -104,6 +114,7 @@ class Tool:
         cls.required_scopes = check_required_scopes(cls.required_scopes)
         cls.permissions = check_permissions(cls.permissions)
         cls.task_only = _check_task_only(bool(cls.task_only), bool(cls.background))
+        cls.capture = _check_capture(cls.capture)
 
     def __init__(self) -> None:
         # Handlers get the arguments as keywords; Tool.define handlers get one dict instead.
@@ -143,6 +154,7 @@ class Tool:
         task_only: bool = False,
         required_scopes: list[str] | tuple[str, ...] = (),
         permissions: list[str] | tuple[str, ...] = (),
+        capture: bool = False,
     ) -> Any:
         """A tool whose ``handler(arguments, server_context=...)`` gets the arguments dict.
 
@@ -155,7 +167,7 @@ class Tool:
                 description=description, icons=icons, input_schema=input_schema,
                 output_schema=output_schema, annotations=annotations, meta=meta,
                 background=background, task_only=task_only, required_scopes=required_scopes,
-                permissions=permissions,
+                permissions=permissions, capture=capture,
             )
 
         return build(handler) if handler is not None else build
@@ -208,6 +220,7 @@ class _FunctionTool(Tool):
         self.task_only = _check_task_only(bool(fields.get("task_only", False)), self.background)
         self.required_scopes = check_required_scopes(fields.get("required_scopes", ()))
         self.permissions = check_permissions(fields.get("permissions", ()))
+        self.capture = _check_capture(fields.get("capture", False))
         self._arguments_as_dict = arguments_as_dict
         self._handler = function
         self._wants_context = accepts_keyword(function, "server_context")
@@ -229,6 +242,7 @@ def tool_from_function(
     task_only: bool = False,
     required_scopes: list[str] | tuple[str, ...] = (),
     permissions: list[str] | tuple[str, ...] = (),
+    capture: bool = False,
 ) -> Tool:
     """A tool whose function takes its arguments as keywords, schemas read from type hints."""
     hints = typing.get_type_hints(function)
@@ -242,7 +256,7 @@ def tool_from_function(
         icons=icons, input_schema=schema, output_schema=output_schema,
         annotations=annotations, meta=meta, background=background, task_only=task_only,
         structured_output=output_schema is not None, required_scopes=required_scopes,
-        permissions=permissions,
+        permissions=permissions, capture=capture,
     )
 
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import log_context
 from ..invoke import run_in_thread
 from . import access, counter, stored
 
@@ -99,7 +100,8 @@ class RegistryOverlay:
         loop = asyncio.get_running_loop()
         building = self._building
         if building is None or building.done() or building.get_loop() is not loop:
-            building = self._building = loop.create_task(self._build_now())
+            # Shared by whoever waits for it: its log records are no one request's.
+            building = self._building = loop.create_task(self._build_now(), context=log_context.detached())
         snapshot = self._snapshot = await asyncio.shield(building)
         return snapshot
 

@@ -9,18 +9,21 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from typing import IO, TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
 
-from .. import hook_calls, logging_levels
+from .. import hook_calls, logging_levels, telemetry
 from ..modern.era import EraLock, handle_json
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
+from ..telemetry import metrics
 
 if TYPE_CHECKING:
     from ..server import Server
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+STDIO_SCOPE = {"type": "stdio"}
 
 
 class FrameTooLargeError(ValueError):
@@ -68,6 +71,7 @@ class StdioTransport:
         )
         reader.start()
         tasks: set[asyncio.Task] = set()
+        began = time.perf_counter()
         try:
             while True:
                 line = await lines.get()
@@ -95,6 +99,9 @@ class StdioTransport:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             await hook_calls.settle()  # reports still on their way
+            if self.session.initialized:  # a handshake-era session (a modern client has none)
+                metrics.stdio_session_ended(time.perf_counter() - began, self.session.protocol_version,
+                                            self.error)
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue) -> None:
         try:
@@ -118,6 +125,7 @@ class StdioTransport:
         print(f"mcp stdio: closing the connection: {exc}", file=self._stderr, flush=True)
 
     async def _answer(self, line: bytes) -> None:
+        telemetry.transport_scope.set(STDIO_SCOPE)  # spans say network.transport=pipe
         try:
             answer = await handle_json(self.server, line, self.session, self.era)
         except Exception as exc:  # never let one message take the server down

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
@@ -245,4 +246,19 @@ async def background_touch(uri: str, server_context: ServerContext) -> str:
     await server_context.notify_resources_updated(uri)
     await server_context.notify_log_message("touched (debug)", "debug")
     await server_context.notify_log_message("touched (warning)", "warning")
+    return json.dumps({"pid": os.getpid()})
+
+
+@mcp_server.tool
+def log_line(text: str) -> str:
+    """Write ``text`` to the Python logger ``stdio_app`` (a tool's own log record), from the
+    worker thread a plain tool runs on."""
+    logging.getLogger("stdio_app").info("log_line: %s", text)
+    return "logged"
+
+
+@mcp_server.tool(background=True)
+def background_log_line(text: str) -> str:
+    """``log_line`` as a background call: the record is written where the call runs."""
+    logging.getLogger("stdio_app").info("background_log_line: %s", text)
     return json.dumps({"pid": os.getpid()})

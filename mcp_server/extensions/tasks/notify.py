@@ -10,7 +10,8 @@ from typing import Any
 from mcp_protocol import jsonrpc, methods
 
 from ...background import records
-from .wire import detailed
+from ...telemetry import metrics
+from .wire import STATUS, detailed
 
 logger = logging.getLogger("mcp_server.tasks")
 
@@ -32,6 +33,7 @@ async def publish(call_id: str, transport: Any = None) -> None:
         call = await records.get(call_id)
         if call is None or not call.task:
             return
+        metrics.task_changed(STATUS[call.state])
         if transport is None and default_transport is not None:
             transport = default_transport()
         if transport is None:

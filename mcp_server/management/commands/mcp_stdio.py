@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -52,6 +54,7 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        _take_interrupts()
         try:
             transport.open()
         except KeyboardInterrupt:
@@ -63,3 +66,14 @@ class Command(BaseCommand):
             os._exit(EXIT_INTERRUPTED)
         if transport.error is not None:
             sys.exit(EXIT_CLOSED_BY_ERROR)
+
+
+def _take_interrupts() -> None:
+    """SIGINT stops the server (exit 130) even when the process that started it had SIGINT ignored
+    or blocked, which a child inherits: a non-interactive shell's ``&``, or a client or process
+    manager that shields itself from Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # called in process by a test or a project's code: its signals are its own
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -22,48 +22,39 @@ from .common import ReadOnlyAdmin
 FORMATS = {"csv": ("text/csv; charset=utf-8", export.to_csv), "json": ("application/json", export.to_json)}
 
 
-class ClientFilter(admin.SimpleListFilter):
+class _RowValueFilter(admin.SimpleListFilter):
+    """The values of one of the trail's columns that its rows hold (at most 200 choices)."""
+
+    field = ""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        values = AuditRecord.objects.exclude(**{self.field: ""}).order_by(self.field) \
+            .values_list(self.field, flat=True).distinct()[:200]
+        return [(value, value) for value in values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class ClientFilter(_RowValueFilter):
     """The OAuth clients that appear in the trail (its rows, not the registrations)."""
 
     title = "OAuth client"
-    parameter_name = "client_id"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        clients = AuditRecord.objects.exclude(client_id="").order_by("client_id") \
-            .values_list("client_id", flat=True).distinct()[:200]
-        return [(client, client) for client in clients]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        return queryset.filter(client_id=self.value()) if self.value() else queryset
+    parameter_name = field = "client_id"
 
 
-class NameFilter(admin.SimpleListFilter):
+class NameFilter(_RowValueFilter):
     """The tools, prompts and resources that appear in the trail."""
 
     title = "name"
-    parameter_name = "name"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = AuditRecord.objects.order_by("name").values_list("name", flat=True).distinct()[:200]
-        return [(name, name) for name in names]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        return queryset.filter(name=self.value()) if self.value() else queryset
+    parameter_name = field = "name"
 
 
-class UserFilter(admin.SimpleListFilter):
+class UserFilter(_RowValueFilter):
     """The users that appear in the trail, by the name each row kept (a deleted user stays)."""
 
     title = "user"
-    parameter_name = "username"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = AuditRecord.objects.exclude(username="").order_by("username") \
-            .values_list("username", flat=True).distinct()[:200]
-        return [(name, name) for name in names]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        return queryset.filter(username=self.value()) if self.value() else queryset
+    parameter_name = field = "username"
 
 
 @admin.register(AuditRecord)

@@ -105,7 +105,8 @@ def concurrent_calls(url: str, headers: dict, first_id: int, count: int, concurr
 
 
 def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str, redis: str,
-          concurrency: int = 1, reference: bool = False, asgi_server: str = "daphne") -> int:
+          concurrency: int = 1, reference: bool = False, asgi_server: str = "daphne",
+          keep: Path | None = None) -> int:
     python = str(checkout / ".venv" / "bin" / "python")
     port = services.free_port(HOST)
     child_env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -150,6 +151,10 @@ def count(checkout: Path, mode: str, calls_count: int, env: dict, postgres: str,
         server.wait(120)
     totals = [int(match.group(1)) for dump in out.parent.glob("callgrind.out*")
               for match in re.finditer(r"^totals: (\d+)", dump.read_text(errors="replace"), re.M)]
+    if keep is not None:  # for callgrind_annotate
+        keep.mkdir(parents=True, exist_ok=True)
+        for dump in out.parent.glob("callgrind.out*"):
+            shutil.copy(dump, keep / dump.name)
     shutil.rmtree(out.parent, ignore_errors=True)
     return sum(totals)
 
@@ -167,6 +172,8 @@ def main() -> int:
                         help="count the official SDK's server of bench/run instead (bench extra)")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="a checkout with its own .venv")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="copy callgrind's output files there (callgrind_annotate reads them)")
     parser.add_argument("--postgres-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
     args = parser.parse_args()
@@ -177,7 +184,7 @@ def main() -> int:
     if args.calls % args.concurrency:
         parser.error("--calls must be a multiple of --concurrency")
     total = count(args.checkout.resolve(), args.mode, args.calls, env, args.postgres_url, args.redis_url,
-                  args.concurrency, args.reference, args.asgi_server)
+                  args.concurrency, args.reference, args.asgi_server, args.keep)
     server = "the official SDK" if args.reference else \
         f"{args.checkout} under {args.asgi_server}, {env or 'default settings'}"
     print(f"{args.mode} tools/call, c={args.concurrency}, {server}: "

@@ -213,7 +213,7 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
         data["server_context"] = server.server_context
     outcome = _Outcome()
     observers = ports.observers()
-    observed = await _started(server, observers, ctx) if observers else ()
+    observed = _started(server, observers, ctx) if observers else ()
     started = time.perf_counter()
 
     async def call_next() -> Any:
@@ -269,13 +269,14 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     return response
 
 
-async def _started(server: Server, observers: list, ctx: ServerContext) -> list:
+def _started(server: Server, observers: list, ctx: ServerContext) -> list:
+    # Not a coroutine: this runs for every request while any observer is installed.
     observed = []
     for observer in observers:
         try:
             observed.append((observer, observer.request_started(ctx)))
         except Exception as exc:  # the request is served unobserved by this one
-            await server.report_exception_async(exc, {"request": ctx.message, "observer": observer})
+            server.report_exception(exc, {"request": ctx.message, "observer": observer})
     return observed
 
 

@@ -135,3 +135,20 @@ def remove_observer(observer: RequestObserver) -> None:
 def observers() -> list[RequestObserver]:
     """The observers in the order they were added (the same list each time: read, never edit)."""
     return _observers
+
+
+# The size of a response as a transport sent it, for an observer that records it (the audit
+# trail's result size, which would cost it as much to encode once more as the rest of its row):
+# id(response) -> UTF-8 bytes, None until a transport encoded it. Empty unless such an observer
+# waits, so that a transport's check costs one test. The observer holds the response until it
+# takes the size, so no other object takes its id meanwhile.
+awaited_sizes: dict[int, int | None] = {}
+
+
+def note_encoded(message: Any, text: str) -> None:
+    """A transport encoded ``message`` as ``text``: keep its size if an observer waits for it.
+    (Call it only when :data:`awaited_sizes` is not empty.)"""
+    key = id(message)
+    if key in awaited_sizes:
+        # A lone surrogate goes out as U+FFFD: three bytes, as surrogatepass counts it.
+        awaited_sizes[key] = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

@@ -200,7 +200,10 @@ def install_observers() -> None:
 
     install_telemetry()
     observe_operations()
-    audit.install()
+    trace_ids = None
+    if _telemetry_observer is not None:  # the trace of each row: its span's, not only the client's
+        from .telemetry.tracing import current_trace_id as trace_ids
+    audit.install(trace_ids=trace_ids)
 
 
 _telemetry_observer: Any = None

@@ -4,6 +4,8 @@ era), failures, redaction, append-only rows, AUDIT off, retention, and the write
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import io
 import json
 import time
@@ -16,7 +18,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from mcp_protocol.errors import InvalidParamsError
-from mcp_server import Server, ServerContext, ToolResponse, audit, ports
+from mcp_server import InputRequiredResult, Server, ServerContext, ToolResponse, audit, ports
 from mcp_server.audit.observer import AuditObserver
 from mcp_server.audit.rows import trace_id_of
 from mcp_server.audit.writer import AuditWriter
@@ -38,6 +40,7 @@ from .auth_support import (
 )
 from .http_support import log_in
 from .modern_support import envelope, modern_request, post
+from .peer import connected
 from .waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -397,13 +400,11 @@ async def test_a_background_call_run_here_leaves_one_row_with_its_call_id(audit_
 def test_the_writers_digest_and_size_are_the_policys_digest_and_the_wires_bytes(value):
     from mcp_protocol import jsonrpc
     from mcp_server.audit import rows as audit_rows
-    from mcp_server.redaction import redact
 
-    assert audit_rows.digest(value) == digest(value)
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    assert digest(value) == hashlib.sha256(canonical.encode()).hexdigest()
     if not isinstance(value, dict) or "when" not in value:
         assert audit_rows.result_size(value) == len(jsonrpc.encode(value).encode("utf-8"))
-    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "REDACTED_KEYS": ["k", "x"]}):
-        assert audit_rows.redactor()("tool", value) == redact("tool", value)
 
 
 def test_a_lone_surrogate_still_makes_a_row():
@@ -411,5 +412,76 @@ def test_a_lone_surrogate_still_makes_a_row():
     from mcp_server.audit import rows as audit_rows
 
     value = {"text": "half \ud800 a pair"}
-    assert len(audit_rows.digest(value)) == 64
+    assert len(digest(value)) == 64
     assert audit_rows.result_size(value) == len(jsonrpc.encode(value).encode("utf-8"))
+
+
+@pytest.mark.parametrize("request_id", [0, 7, -12, 10**20, "abc", "日本-1", 'q"uote\\'])
+def test_the_size_a_transport_noted_less_the_envelope_is_the_results_size(request_id):
+    """The row's result size comes from the transport's encoding of the whole response, less
+    what jsonrpc.response() puts around the result; without a note it is encoded once more."""
+    from mcp_protocol import jsonrpc
+    from mcp_server.audit import rows as audit_rows
+    from mcp_server.redaction import redactor
+
+    result = {"content": [{"type": "text", "text": "ünïcode"}], "isError": False}
+    response = jsonrpc.response(request_id, result)
+    entry = (time.time(), 0.01, "tools/call", {"name": "echo", "arguments": {}}, None, request_id,
+             "2025-11-25", None, None, "", response, None)
+    expected = len(jsonrpc.encode(result).encode("utf-8"))
+    computed = audit_rows.request_row(entry, redactor())[audit_rows.COLUMNS.index("result_size")]
+    ports.awaited_sizes[id(response)] = None
+    try:
+        ports.note_encoded(response, jsonrpc.encode(response))
+        assert ports.awaited_sizes[id(response)] == len(jsonrpc.encode(response).encode("utf-8"))
+        noted = audit_rows.request_row(entry, redactor())[audit_rows.COLUMNS.index("result_size")]
+        assert id(response) not in ports.awaited_sizes  # taken by the row
+    finally:
+        ports.awaited_sizes.pop(id(response), None)
+    assert computed == noted == expected
+
+
+# A cancelled call and an input_required answer ---------------------------------------------------
+@pytest.mark.asyncio
+async def test_a_cancelled_call_and_an_input_required_answer_leave_their_rows(audit_on):
+    server = build_server()
+    started = asyncio.Event()
+
+    @server.tool
+    async def wait_forever(server_context: ServerContext) -> str:
+        """Runs until its client cancels it, watching its token as a long handler does."""
+        started.set()
+        for _ in range(6000):  # bounded: 30 s
+            if server_context.cancelled():
+                return "stopped"  # returned, yet never sent
+            await asyncio.sleep(0.005)
+        raise AssertionError("never cancelled")
+
+    @server.tool
+    def ask_name() -> InputRequiredResult:
+        """Asks its client for a name first (2026-07-28)."""
+        form = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+        return InputRequiredResult({"name": InputRequiredResult.form_elicitation("Your name?", form)})
+
+    peer = await connected(server)
+    call = peer.start_tool("wait_forever", {}, request_id="w-1")
+    await asyncio.wait_for(started.wait(), 30)
+    await peer.cancel("w-1", "changed my mind")
+    assert await asyncio.wait_for(call, 30) is None  # a cancelled request gets no response
+
+    transport = StreamableHTTPTransport(server, stateless=True)
+    try:
+        meta = envelope({"elicitation": {"form": {}}})
+        message = modern_request("tools/call", "a-1", meta=meta, name="ask_name", arguments={})
+        reply = await post(transport.as_asgi(), message)
+        assert reply.result["resultType"] == "input_required"
+    finally:
+        await transport.close()
+
+    [cancelled] = await rows(name="wait_forever")
+    assert (cancelled.outcome, cancelled.error_code, cancelled.result_size) == ("cancelled", None, None)
+    assert cancelled.request_id == "w-1"
+    [asked] = await rows(name="ask_name")
+    assert (asked.outcome, asked.request_id) == ("input_required", "a-1")
+    assert asked.protocol_version == "2026-07-28"
+    assert asked.result_size == result_bytes({"result": reply.result})

@@ -39,3 +39,17 @@ def test_the_digest_is_canonical_and_tells_arguments_apart():
     assert digest({"a": 1, "b": [1, "é"]}) == digest({"b": [1, "é"], "a": 1})
     assert digest({"a": 1}) != digest({"a": 2})
     assert len(digest({})) == 64
+
+
+def test_what_has_nothing_to_redact_is_kept_as_it_is_and_only_what_changed_is_copied():
+    kept = {"query": "q", "page": 2, "filters": [{"field": "name"}]}
+    assert redact_keys(kept, ["password"]) is kept
+    value = {"query": "q", "filters": [{"field": "name"}], "auth": {"password": "p", "user": "u"}}
+    redacted = redact_keys(value, ["password"])
+    assert redacted == {"query": "q", "filters": [{"field": "name"}],
+                        "auth": {"password": REDACTED, "user": "u"}}
+    assert redacted["filters"] is value["filters"] and value["auth"]["password"] == "p"
+    # A verdict kept for a key does not outlive a change of the setting.
+    assert redact("t", {"pin": "1"}) == {"pin": "1"}
+    with override_settings(MCP_SERVER={"REDACTED_KEYS": ["pin"]}):
+        assert redact("t", {"pin": "1"}) == {"pin": REDACTED}

@@ -538,3 +538,28 @@ def test_propagation_only_background_call_keeps_the_callers_context():
     assert finished() == []
     assert ToolCall.objects.get(tool="long_job").trace_context == {"traceparent": TRACEPARENT,
                                                                    "tracestate": "rojo=1"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_audit_row_has_the_trace_of_the_requests_span_when_its_client_sent_none():
+    from django.conf import settings
+
+    from mcp_server import audit
+    from mcp_server.models import AuditRecord
+
+    server, _ = build_server()
+    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "TELEMETRY": "native", "AUDIT": True,
+                                       "AUDIT_FLUSH_INTERVAL": 3600}):
+        transport = StreamableHTTPTransport(server)
+        app = transport.as_asgi()
+        try:
+            message = modern_request("tools/call", 4, meta=envelope(), name="echo", arguments={"text": "hi"})
+            check_client_message(message, MODERN)
+            assert (await post(app, message)).result["content"][0]["text"] == "hi"
+        finally:
+            await transport.close()
+        await run_in_thread(audit.flush)
+    span = only("tools/call echo")
+    assert not span.parent  # a trace of its own: the client sent no traceparent
+    row = await run_in_thread(AuditRecord.objects.get, request_id=4)
+    assert row.trace_id == format(span.context.trace_id, "032x")

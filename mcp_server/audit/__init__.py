@@ -9,6 +9,7 @@ and start the writer; off, nothing is observed and nothing written. The composit
 from __future__ import annotations
 
 import atexit
+from collections.abc import Callable
 from typing import Any
 
 from .. import ports
@@ -26,19 +27,21 @@ def current_writer() -> AuditWriter | None:
     return _writer
 
 
-def install() -> None:
+def install(trace_ids: Callable[[], str | None] | None = None) -> None:
     """Observe requests and write their rows when ``AUDIT`` is on; stop doing so when it is off
-    (what was queued is written first)."""
+    (what was queued is written first). ``trace_ids`` gives the trace id current while a request
+    finishes (telemetry's); without it a row has the trace id its client sent in ``_meta``."""
     global _writer, _observer
     if not mcp_settings.AUDIT:
         uninstall()
         return
     batch_size, interval = mcp_settings.AUDIT_BATCH_SIZE, mcp_settings.AUDIT_FLUSH_INTERVAL
-    if _writer is not None and (_writer.batch_size, _writer.interval) == (batch_size, interval):
+    if _writer is not None and (_writer.batch_size, _writer.interval) == (batch_size, interval) \
+            and _observer is not None and _observer.trace_ids == trace_ids:
         return
     uninstall()
     _writer = AuditWriter(batch_size, interval)
-    _observer = AuditObserver(_writer)
+    _observer = AuditObserver(_writer, trace_ids)
     ports.add_observer(_observer)
     _hook_shutdown()
 

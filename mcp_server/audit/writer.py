@@ -19,8 +19,10 @@ from typing import Any
 from django.db import connections, router
 
 from ..models import AuditRecord, ToolCall
+from ..ports import awaited_sizes
+from ..redaction import redactor
 from .insert import insert
-from .rows import call_row, redactor, request_row
+from .rows import RESPONSE_AT, call_row, request_row
 
 logger = logging.getLogger("mcp_server.audit")
 # Rows kept while the database refuses them; past this the oldest are dropped (and logged).
@@ -46,6 +48,7 @@ class AuditWriter:
 
     def _forget(self) -> None:
         self._pending.clear()
+        awaited_sizes.clear()
         self._flush_lock = threading.Lock()
         self._pid = self._thread = None
 
@@ -140,7 +143,9 @@ class AuditWriter:
         excess = len(self._pending) - MAX_PENDING
         if excess > 0:
             for _ in range(excess):
-                self._pending.popleft()
+                kind, value = self._pending.popleft()
+                if kind == "request":
+                    awaited_sizes.pop(id(value[RESPONSE_AT]), None)
             logger.error("dropped %d audit rows: the database has refused them too long", excess)
 
     def stop(self) -> int:

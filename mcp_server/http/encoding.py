@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc
 
+from ..ports import awaited_sizes, note_encoded
+
 if TYPE_CHECKING:
     from ..server import Server
 
@@ -16,9 +18,12 @@ if TYPE_CHECKING:
 def encode(server: Server, message: Any) -> str:
     """The JSON text of ``message``, or of what stands in for it (:func:`stand_in`)."""
     try:
-        return jsonrpc.encode(message)
+        text = jsonrpc.encode(message)
     except (TypeError, ValueError) as exc:
         return jsonrpc.encode(stand_in(server, message, exc))
+    if awaited_sizes:
+        note_encoded(message, text)
+    return text
 
 
 def stand_in(server: Server, message: Any, exc: BaseException) -> dict:

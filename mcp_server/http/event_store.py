@@ -25,6 +25,7 @@ from django.utils import timezone
 from mcp_protocol import jsonrpc
 
 from ..invoke import run_in_thread
+from ..ports import awaited_sizes, note_encoded
 from ..rows import insert_row
 from .limits import check_limits
 from .redis_client import RedisClients, Script
@@ -143,6 +144,8 @@ class DatabaseEventStore:
         from django.db import DataError
 
         text = jsonrpc.encode(message)
+        if awaited_sizes:
+            note_encoded(message, text)
         size = len(text.encode("utf-8"))
         try:
             return self._insert(session_id, stream, text, level, size)
@@ -392,7 +395,10 @@ class RedisEventStore:
         if watched is not None:
             keys.append(watched)
         now = time.time()
-        args = [stream, level, jsonrpc.encode(message), int(now * 1000), max(1, int(self.retention * 1000)),
+        text = jsonrpc.encode(message)
+        if awaited_sizes:
+            note_encoded(message, text)
+        args = [stream, level, text, int(now * 1000), max(1, int(self.retention * 1000)),
                 int(now * 1_000_000), self.max_events or 0, self.max_bytes or 0,
                 self._stream_prefix(session_id) if session_id is not None else ""]
         connection = self.clients.get()

@@ -46,6 +46,13 @@ def tracer() -> trace.Tracer:
     return _tracer
 
 
+def current_trace_id() -> str | None:
+    """The trace id of the span current now, or None: while a request's observers finish, its
+    own span's ("native"), or the one its client sent or the HTTP server span ("propagation_only")."""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
+
+
 class SpanObserver:
     """Makes the span of each request and notification, current while its handler runs."""
 

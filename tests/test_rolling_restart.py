@@ -57,6 +57,15 @@ def health(url: str) -> str:
     return url.removesuffix("/mcp") + "/healthz"
 
 
+def refuses_connections(url: str) -> bool:
+    try:
+        answer = httpx.get(url, timeout=PATIENCE)
+    except httpx.ConnectError:
+        return True
+    assert (answer.status_code, answer.json()) == (503, {"status": "draining"}), answer.text
+    return False
+
+
 def drain_one(client: HTTPClient, victim: DaphneServer, survivor: DaphneServer, listener: Listener,
               request_id: int, checker: httpx.Client) -> Listener:
     """SIGTERM ``victim`` while a call runs there and the session's GET stream (``listener``) is
@@ -78,13 +87,9 @@ def drain_one(client: HTTPClient, victim: DaphneServer, survivor: DaphneServer, 
     completion = subscription.next()
     assert completion["id"] == f"listen-{request_id}" and completion["result"]["resultType"] == "complete"
     assert subscription.messages.get(timeout=PATIENCE) is None and subscription.retry == RETRY_MS
-    # The process takes no new request: its health check (on a connection it had) says it drains,
-    # under uvicorn the connection is closed instead.
-    try:
-        answer = checker.get(health(victim.url))
-        assert (answer.status_code, answer.json()) == (503, {"status": "draining"}), answer.text
-    except httpx.TransportError:
-        assert victim.process.args[2] == "uvicorn"
+    # The process takes no new connection (the load balancer sends them to the other one); until
+    # its server closed its socket, its health check says it drains.
+    wait_until(lambda: refuses_connections(health(victim.url)), PATIENCE, "the socket closed")
     # A notification to every session while the stream is nowhere: stored, replayed where it resumes.
     call_tool(client, survivor.url, "define_extra_tool", {"name": f"extra_{request_id}"})
     resumed = open_stream(client, survivor.url, hint.id)

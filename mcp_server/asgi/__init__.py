@@ -31,10 +31,10 @@ from .endpoint import SessionAuth, protected_resource_metadata_app, session_auth
 from .static import StaticFiles, serves_static
 
 __all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
-           "drain_daphne_on_shutdown", "endpoint_path",
-           "get_asgi_application", "install_daphne_hooks", "mcp_urlpatterns",
-           "protected_resource_metadata_app", "refuse_oversized_daphne_bodies", "serves_static",
-           "session_auth", "skip_daphne_form_parsing", "streamable_http_app"]
+           "drain_daphne_on_shutdown", "endpoint_path", "get_asgi_application", "install_daphne_hooks",
+           "lifespan", "mcp_urlpatterns", "protected_resource_metadata_app",
+           "refuse_oversized_daphne_bodies", "serves_static", "session_auth", "skip_daphne_form_parsing",
+           "streamable_http_app"]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 
@@ -75,7 +75,8 @@ def mcp_urlpatterns(path: str | None = None) -> list[Any]:
         })
 
     ``path`` (default ``MCP_SERVER["ENDPOINT_PATH"]``) serves the default server, its body limited
-    (``MAX_REQUEST_BYTES``) and the session cookie's user known; ``/.well-known/
+    (``MAX_REQUEST_BYTES``), the session cookie's user known, and its requests waited for (or
+    refused) when the process drains (:class:`Draining`); ``/.well-known/
     oauth-protected-resource`` and below serve its Protected Resource Metadata. Under daphne, its
     hooks are installed. Call it once Django is set up.
     """
@@ -84,7 +85,8 @@ def mcp_urlpatterns(path: str | None = None) -> list[Any]:
     path = endpoint_path() if path is None else path
     install_daphne_hooks(path)
     return [
-        re_path(rf"^{re.escape(path.lstrip('/'))}$", BodyLimit(session_auth(streamable_http_app()))),
+        re_path(rf"^{re.escape(path.lstrip('/'))}$",
+                Draining(BodyLimit(session_auth(streamable_http_app())))),
         re_path(rf"^{re.escape(METADATA_PREFIX.lstrip('/'))}(?:/.*)?$",
                 protected_resource_metadata_app(path)),
     ]

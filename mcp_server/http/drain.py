@@ -39,6 +39,7 @@ logger = logging.getLogger("mcp_server.http")
 # another process after this long (the load balancer sends it elsewhere: this one stopped
 # accepting connections).
 RETRY_MS = 1000
+STREAM_SWEEP = 0.5
 # Seconds requests cancelled past the drain timeout get to run their clean-up (release their ids).
 CANCEL_GRACE = 5.0
 
@@ -120,11 +121,18 @@ class Drain:
             except Exception:
                 logger.exception("stopping accepting connections failed")
         runtimes = list(self._runtimes)
-        for runtime in runtimes:
-            runtime.end_streams(RETRY_MS)
-        # Requests in flight finish; the streams just ended leave as soon as their hint is out.
-        while self._requests and loop.time() < deadline:
-            await asyncio.wait(set(self._requests), timeout=deadline - loop.time())
+        # Requests in flight finish; the streams ended leave as soon as their hint is out. Streams
+        # are ended again every STREAM_SWEEP seconds: a GET that was being opened as the drain
+        # began registers its stream only afterwards.
+        while True:
+            for runtime in runtimes:
+                try:
+                    runtime.end_streams(RETRY_MS)
+                except Exception:
+                    logger.exception("ending the streams failed")
+            if not self._requests or loop.time() >= deadline:
+                break
+            await asyncio.wait(set(self._requests), timeout=min(STREAM_SWEEP, deadline - loop.time()))
         left = set(self._requests)
         if left:
             logger.warning("drain timeout (%g s) passed with %d requests in flight: they end as "

@@ -71,6 +71,8 @@ class ListenSubscription:
     def end(self, retry_ms: int | None = None) -> None:
         """End the stream with its ``subscriptions/listen`` response (LSN-07); ``retry_ms``: with
         an SSE retry hint too (its process drains: the client opens it again elsewhere)."""
+        if self._graceful:
+            return  # ending already
         self._graceful = True
         self._retry_ms = retry_ms
         self._queue.put_nowait(None)

@@ -138,14 +138,18 @@ class Drain:
             logger.warning("drain timeout (%g s) passed with %d requests in flight: they end as "
                            "a process death ends them", timeout, len(left))
             for runtime in runtimes:
-                with contextlib.suppress(Exception):
+                try:
                     await runtime.stop_requests()
+                except Exception:  # a store that failed: their streams learn of it as of a death
+                    logger.exception("answering the requests left failed")
             for task in left:
                 task.cancel()
             await asyncio.wait(left, timeout=CANCEL_GRACE)
         for runtime in runtimes:
-            with contextlib.suppress(Exception):
+            try:
                 await runtime.close()
+            except Exception:
+                logger.exception("stopping the runtime failed")
         logger.info("drained")
 
 

@@ -126,6 +126,13 @@ DEFAULTS: dict[str, Any] = {
     # Seconds between each process's heartbeats in the shared state. A process that misses them
     # for 3 intervals is dead: its requests get an error and its streams can be reopened.
     "PROCESS_HEARTBEAT_INTERVAL": 5,
+    # Seconds a web process told to stop (SIGTERM) lets its requests in flight finish before it
+    # ends them as its death would (docs/production.md, "Rolling restarts"). Its listening streams
+    # end at once, with an SSE retry hint: their clients resume on another process.
+    "DRAIN_TIMEOUT": 30,
+    # The path of the health check a load balancer polls, served by mcp_server.asgi's application
+    # in every process: 200 while it serves, 503 once it drains (None: no health check).
+    "HEALTH_CHECK_PATH": "/healthz",
 
     # Fair share: what one client may hold at once (None: no limit). Past a limit the client gets
     # HTTP 429 with Retry-After (docs/production.md, "Limits").

@@ -37,6 +37,9 @@ class ListenStream:
         self._backlog: list[tuple[int, dict, str]] | None = None
         self._done = False
         self.overflowed = False
+        # The highest sequence written here, and the retry hint the stream ends with (end()).
+        self._last_written = 0
+        self._ending: int | None = None
         # The session's stream slot this stream holds (see limits.StreamSlots), renewed with it.
         self.slot = -1
 
@@ -53,6 +56,23 @@ class ListenStream:
 
     def close(self) -> None:
         self._queue.put_nowait(None)
+
+    def end(self, retry_ms: int) -> None:
+        """End the stream with an SSE retry hint and the id to resume from (its process drains):
+        the client resumes it with Last-Event-ID on another process, where what was stored
+        meanwhile is replayed. The events queued before it are written first."""
+        if self._ending is None:
+            self._ending = retry_ms
+            self._queue.put_nowait(None)
+
+    async def _hint_resume(self, retry_ms: int) -> None:
+        # The id of the last event written (or resumed from); on a stream that has had none, the
+        # store's last sequence now: every event stored for it later is replayed after that.
+        last: int | None = max(self._last_written, self._after)
+        if not last and self._backlog is None:
+            last_sequence = getattr(self.transport.events, "last_sequence", None)
+            last = await last_sequence() if last_sequence is not None else None
+        await self.sse.event("", None if last is None else event_id(self.stream, last), retry_ms=retry_ms)
 
     async def load_backlog(self, after: int) -> None:
         """Read the events after ``after`` that :meth:`run` replays first; raises
@@ -94,6 +114,8 @@ class ListenStream:
                 await self.transport.stream_slots.renew(self.session_id, self.slot, self.token)
                 continue
             if item is None:
+                if self._ending is not None and not self.overflowed and not self.sse.closed:
+                    await self._hint_resume(self._ending)
                 return
             if not await self._write(*item):
                 return
@@ -143,6 +165,8 @@ class ListenStream:
         if level and not await self._level_passes(level):
             return True
         written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))
+        if written:
+            self._last_written = max(self._last_written, sequence)
         if self.final_id is not None:
             # A resumed POST stream may read its events again (_watch_request): none twice. (Not
             # kept for a GET stream, which lives long and never reads them again.)

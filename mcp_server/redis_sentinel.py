@@ -10,14 +10,14 @@ their own. The form is the one of the ``redis-sentinel-url`` package.
 
 ``MCP_SERVER["REDIS_URL"]`` takes such a URL as it is (the stores ask the sentinels where the
 primary is, and ask again after a failover). The other users take it through the helpers here:
-:func:`channel_layer_host` (channels_redis), :func:`cache_options` (Django's ``RedisCache``),
+:func:`channel_layer_host` (channels_redis), :func:`cache_backend` (Django's ``RedisCache``),
 :func:`celery_broker` (kombu's ``sentinel://`` transport). A leaf: it imports redis-py only when
 a pool is made, and nothing of Django, so a settings module may import it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -37,7 +37,6 @@ class SentinelURL:
     password: str | None = None
     sentinel_username: str | None = None
     sentinel_password: str | None = None
-    url: str = field(default="", repr=False)
 
     def data_credentials(self) -> dict[str, Any]:
         """``username``/``password`` keyword arguments for the primary's connections (redis-py)."""
@@ -92,7 +91,7 @@ def parse(url: str) -> SentinelURL:
     return SentinelURL(sentinels=sentinels, service_name=parts[0], db=db, username=username,
                        password=password,
                        sentinel_username=options.get("sentinel_username", [None])[-1],
-                       sentinel_password=options.get("sentinel_password", [None])[-1], url=url)
+                       sentinel_password=options.get("sentinel_password", [None])[-1])
 
 
 def _host_port(text: str, url: str) -> tuple[str, int]:
@@ -125,10 +124,15 @@ def channel_layer_host(url: str, **options: Any) -> dict[str, Any]:
     return host
 
 
-def cache_options(url: str) -> dict[str, Any]:
-    """``OPTIONS`` of Django's ``RedisCache`` at ``LOCATION`` ``url``: with a ``redis+sentinel://``
-    URL, a pool that asks the sentinels for the primary (:class:`SentinelCachePool`)."""
-    return {"pool_class": "mcp_server.redis_sentinel.SentinelCachePool"} if is_sentinel_url(url) else {}
+def cache_backend(url: str) -> dict[str, Any]:
+    """Django's ``CACHES`` entry of a ``RedisCache`` on ``url``: with a ``redis+sentinel://`` URL,
+    through a pool that asks the sentinels for the primary (:class:`SentinelCachePool`); the
+    location is a list, which Django does not split at the URL's commas."""
+    backend: dict[str, Any] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    if is_sentinel_url(url):
+        parse(url)  # a wrong URL is refused at start-up, not at the first cache access
+        backend.update(LOCATION=[url], OPTIONS={"pool_class": "mcp_server.redis_sentinel.SentinelCachePool"})
+    return backend
 
 
 class SentinelCachePool:

@@ -163,8 +163,8 @@ DEFAULTS: dict[str, Any] = {
     "STREAM_CREDENTIAL_CHECK_INTERVAL": 60,
     # Redis for the state every process must share (which process holds which stream); None
     # keeps it in process memory, right for one process only. A primary that Redis Sentinel
-    # manages: redis+sentinel://host:26379,host2:26379/<service name>/<db> (the sentinels are
-    # asked where the primary is, and again after a failover; mcp_server.redis_sentinel).
+    # manages: redis+sentinel://sentinel-1:26379,sentinel-2:26379/mymaster/0 (the sentinels, the
+    # service name they monitor, the database), asked again after a failover (docs/production.md).
     "REDIS_URL": None,
     # Seconds a Redis command may take; past it the request gets 503 and the connection is
     # replaced (reconnecting with backoff), so a Redis that stops answering stalls nothing.

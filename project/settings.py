@@ -15,7 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from mcp_server.redis_sentinel import cache_options, celery_broker, channel_layer_host
+from mcp_server.redis_sentinel import cache_backend, celery_broker, channel_layer_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -121,8 +121,7 @@ if REDIS_URL:
             "CONFIG": {"hosts": [channel_layer_host(REDIS_URL, socket_timeout=15)], "capacity": 10_000},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL, "OPTIONS": cache_options(REDIS_URL)}}
+    CACHES = {"default": cache_backend(REDIS_URL)}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

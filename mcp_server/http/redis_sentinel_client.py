@@ -9,7 +9,8 @@ finds the promoted replica:
 - the primary died: its connection is lost, and the reconnection (with the client's backoff, up
   to :data:`.redis_client.BACKOFF_CAP`) asks the sentinels until they name the new one;
 - the primary was demoted while the connection stayed open: its first write is refused with
-  ``READONLY``; the connection is dropped then, and the next command reconnects the same way.
+  ``READONLY`` (or ``NOREPLICAS``, a primary with ``min-replicas-to-write`` cut off from its
+  replicas); the connection is dropped then, and the next command reconnects the same way.
 
 Meanwhile requests get :class:`.redis_client.RedisUnavailable` (503 with ``Retry-After``), as for
 any Redis that does not answer.
@@ -32,6 +33,9 @@ from .redis_client import (
     _Protocol,
     _set_up,
 )
+
+# Error replies of a server that is no longer the primary to write to.
+DEMOTED = ("READONLY", "NOREPLICAS")
 
 
 class SentinelConnection(RedisConnection):
@@ -97,16 +101,17 @@ class SentinelConnection(RedisConnection):
         return replies[-1]
 
     def _failed_reply(self, protocol: _Protocol, error: RedisError) -> Exception:
-        """``READONLY``: the server became a replica (a failover); drop the connection, so that the
-        next command asks the sentinels for the new primary."""
-        if not str(error).startswith("READONLY"):
+        """``READONLY`` (the server became a replica: a failover) or ``NOREPLICAS`` (a primary cut
+        off from its replicas, with ``min-replicas-to-write``, perhaps replaced already): drop the
+        connection, so that the next command asks the sentinels for the primary."""
+        if not str(error).startswith(DEMOTED):
             return error
         if protocol is self._protocol:
             self._protocol = None
         if protocol.transport is not None:
             protocol.transport.close()
-        return RedisUnavailable(f"the primary of {self.sentinel.service_name!r} became a replica "
-                                f"(a failover): {error}")
+        return RedisUnavailable(f"the primary of {self.sentinel.service_name!r} refuses writes (a "
+                                f"failover?): {error}")
 
 
 class SentinelRedisClients(RedisClients):

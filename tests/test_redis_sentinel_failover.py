@@ -55,7 +55,7 @@ class Outcomes:
 
 
 def call_with_progress(client: HTTPClient, url: str, token: str) -> tuple[str, str]:
-    """One slow_count call with a progress token: ("result", the progress steps seen),
+    """One slow_count call with a progress token: ("result", "") with all its progress,
     ("error", message) for a JSON-RPC error, ("unavailable", message) for a 503."""
     progress: list[dict] = []
 
@@ -76,10 +76,9 @@ def call_with_progress(client: HTTPClient, url: str, token: str) -> tuple[str, s
         assert answer["error"]["message"], answer
         return "error", answer["error"]["message"]
     assert answer["result"]["content"][0]["text"] == "Counted to 3", answer
-    # In order; those sent while Redis had no primary were dropped (they could not be stored).
-    steps = [each["progress"] for each in progress]
-    assert steps == sorted(set(steps)) and set(steps) <= {1, 2, 3}, progress
-    return "result", ",".join(map(str, steps))
+    # Every step, in order: those sent while Redis had no primary went out unstored.
+    assert [each["progress"] for each in progress] == [1, 2, 3], progress
+    return "result", ""
 
 
 def load(client: HTTPClient, url: str, name: str, stop: threading.Event, outcomes: Outcomes) -> None:
@@ -194,13 +193,10 @@ def test_a_killed_primary_is_replaced_by_its_replica_and_calls_resume_within_the
             # The background call held across the failover ends with its result from the worker.
             assert finished.status == 200 and "result" in finished.response, finished
             assert json.loads(finished.response["result"]["content"][0]["text"])["pid"] == worker.process.pid
-            # No call hung or ended otherwise than with its result or a JSON-RPC error; a call
-            # served wholly before the kill or after the recovery had all its progress.
+            # No call hung or ended otherwise than with its result or a JSON-RPC error.
             kinds = {kind for each in outcomes for kind, *_ in each.calls}
-            calls = [call for each in outcomes for call in each.calls]
-            assert all(detail == "1,2,3" for kind, detail, started, ended in calls
-                       if kind == "result" and (ended < killed or started > back)), calls
-            partial = sum(1 for kind, detail, *_ in calls if kind == "result" and detail != "1,2,3")
+            across = sum(1 for each in outcomes for kind, _, started, ended in each.calls
+                         if kind == "result" and started < killed < ended)
             assert kinds <= {"result", "error", "unavailable"}, [
                 call for each in outcomes for call in each.calls if call[0] not in ("result", "error",
                                                                                    "unavailable")]
@@ -220,8 +216,8 @@ def test_a_killed_primary_is_replaced_by_its_replica_and_calls_resume_within_the
             summary = {kind: sum(1 for each in outcomes for call in each.calls if call[0] == kind)
                        for kind in sorted(kinds)}
             errors = sorted({call[1] for each in outcomes for call in each.calls if call[0] == "error"})
-            print(f"calls by outcome: {summary} ({partial} results missing progress sent during the "
-                  f"failover); errors: {errors}")
+            print(f"calls by outcome: {summary} ({across} results of calls in flight at the kill); "
+                  f"errors: {errors}")
 
 
 def request_name(client_settings: dict) -> str:

@@ -27,7 +27,7 @@ from mcp_server.redis_sentinel import (
     parse,
 )
 
-from .redis_faults import SERVICE_NAME, sentinel_group
+from .redis_faults import SERVICE_NAME, pausable_proxy, sentinel_group
 from .waiting import PATIENCE, wait_until
 
 URL = "redis+sentinel://s1:26380,s2,[::1]:26381/mymaster/3"
@@ -147,6 +147,19 @@ async def test_each_client_follows_the_primary_through_a_demotion_and_a_kill(tmp
         with group.primary.client(2) as primary:
             assert primary.get("k") == "back on the first"
         assert connection is clients.get()  # the same connection object throughout
+
+
+async def test_a_sentinel_that_hangs_is_passed_over_and_the_one_that_answered_is_asked_first(tmp_path):
+    with sentinel_group(tmp_path) as group, pausable_proxy(group.sentinel_ports[0]) as hung:
+        hung.pause()
+        # The hung sentinel first: past its share of the command deadline, the next is asked.
+        others = ",".join(f"127.0.0.1:{port}" for port in group.sentinel_ports[1:])
+        url = f"redis+sentinel://127.0.0.1:{hung.port},{others}/{SERVICE_NAME}/0"
+        connection = SentinelRedisClients(url, 1.0).get()
+        assert await connection.execute("PING") == "PONG"
+        assert hung.connections == 1
+        # The sentinel that answered is asked first from now on.
+        assert connection.sentinels[0] == ("127.0.0.1", group.sentinel_ports[1])
 
 
 def role(server) -> str:

@@ -69,11 +69,15 @@ class SentinelConnection(RedisConnection):
         return protocol
 
     async def _ask_sentinels(self) -> tuple[str, int]:
-        """The primary's address, from the first sentinel that knows it."""
+        """The primary's address, from the first sentinel that knows it. The sentinels share one
+        command deadline: a sentinel that hangs leaves the others their part of it."""
         errors = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.command_timeout
         for index, (host, port) in enumerate(list(self.sentinels)):
+            share = max(0.001, (deadline - loop.time()) / (len(self.sentinels) - index))
             try:
-                address = await asyncio.wait_for(self._ask_sentinel(host, port), self.command_timeout)
+                address = await asyncio.wait_for(self._ask_sentinel(host, port), share)
             except (OSError, TimeoutError, RedisError) as exc:
                 errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
                 continue

@@ -50,7 +50,9 @@ class SentinelURL:
 
 
 def is_sentinel_url(url: str | None) -> bool:
-    return isinstance(url, str) and url.lower().startswith(SCHEME + "://")
+    """Whether ``url`` names its Redis through sentinels (``rediss+sentinel://`` too, which
+    :func:`parse` refuses with the reason)."""
+    return isinstance(url, str) and url.lower().startswith((SCHEME + "://", "rediss+sentinel://"))
 
 
 def parse(url: str) -> SentinelURL:
@@ -58,6 +60,10 @@ def parse(url: str) -> SentinelURL:
     if not is_sentinel_url(url):
         scheme = url.split("://", 1)[0] if isinstance(url, str) and "://" in url else url
         raise ValueError(f"not a {SCHEME}:// URL: {scheme!r}")
+    if not url.lower().startswith(SCHEME + "://"):
+        raise ValueError("rediss+sentinel:// is not supported: for TLS to the sentinels and the primary, "
+                         "set MCP_SERVER['REDIS_CLIENT_FACTORY'] to a factory that returns redis-py's "
+                         "Sentinel(...).master_for(...) client (docs/production.md, Redis Sentinel)")
     rest = url[len(SCHEME) + 3:]
     netloc, _, path_and_query = rest.partition("/")
     path, _, query = path_and_query.partition("?")

@@ -13,6 +13,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .http_harness import free_port, stop_process
 from .services import reachable, require
@@ -162,10 +163,14 @@ class SentinelGroup:
     ``down_after_ms`` and promote the replica; :meth:`url` is the ``redis+sentinel://`` URL of the
     group. Stopped by :meth:`stop`."""
 
-    def __init__(self, tmp_path: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000):
+    def __init__(self, tmp_path: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000,
+                 lagging: bool = False):
+        # ``lagging``: the replica follows the primary through a PausableProxy (``self.link``), so
+        # that pausing it leaves the replica without what the primary receives meanwhile.
         self.tmp_path = tmp_path
         self.primary = RedisServer(tmp_path)
-        self.replica = RedisServer(tmp_path, replica_of=self.primary.port)
+        self.link = PausableProxy(self.primary.port) if lagging else None
+        self.replica = RedisServer(tmp_path, replica_of=self.link.port if self.link else self.primary.port)
         self.sentinels: list[subprocess.Popen] = []
         self.sentinel_ports: list[int] = []
         self.down_after_ms = down_after_ms
@@ -240,10 +245,12 @@ class SentinelGroup:
             stop_process(process)
         self.replica.stop()
         self.primary.stop()
+        if self.link is not None:
+            self.link.close()
 
 
 @contextlib.contextmanager
-def sentinel_group(tmp_path: Path, **options: int) -> Iterator[SentinelGroup]:
+def sentinel_group(tmp_path: Path, **options: Any) -> Iterator[SentinelGroup]:
     group = SentinelGroup(tmp_path, **options)
     try:
         yield group

@@ -8,6 +8,9 @@ again within the bound docs/production.md gives ("Redis Sentinel"); every call i
 with its result or a JSON-RPC error (none hung), the sessions are the same, the GET stream gets
 broadcasts again, and the background call completes. The gap from the kill to the first call
 served again is printed (run with ``-s``) and recorded as the test's ``failover_gap`` property.
+
+Then a replica that lags (its link to the primary paused): the claims it never received are made
+again on it once promoted, and the session they belong to works as before.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 LIST_CHANGED = "notifications/tools/list_changed"
 DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS = 1000, 5000
+LAGGING_FAILOVER_TIMEOUT_MS = 120_000
 # The documented bound, from the promotion of the replica to calls served again: the reconnection
 # backoff's cap (each process asks the sentinels again at its next attempt).
 SERVED_AGAIN_AFTER_PROMOTION = BACKOFF_CAP
@@ -222,3 +226,46 @@ def test_a_killed_primary_is_replaced_by_its_replica_and_calls_resume_within_the
 
 def request_name(client_settings: dict) -> str:
     return "redis-py" if client_settings else "fast client"
+
+
+def test_what_the_replica_had_not_received_is_recovered_after_the_failover(django_db_setup, tmp_path):
+    """The replica stops receiving (its link paused), then a session opens a GET stream and runs a
+    call: their claims are on the primary alone when it is killed. On the promoted replica they
+    are made again within GROUP_REJOIN_INTERVAL, the session is read again from its row, a
+    broadcast reaches its stream, and its DELETE stops the call in the other process."""
+    require_services()
+    # A sentinel puts a replica that follows another address than the primary's (the proxy) back
+    # on the primary, but only failover-timeout after it saw it so: long enough here.
+    with sentinel_group(tmp_path, down_after_ms=DOWN_AFTER_MS,
+                        failover_timeout_ms=LAGGING_FAILOVER_TIMEOUT_MS, lagging=True) as group, \
+            cluster(2, redis_db=0, redis_port=group.primary.port, env={"REDIS_URL": group.url(0)},
+                    mcp_settings={"PROCESS_HEARTBEAT_INTERVAL": 1, "KEEPALIVE_INTERVAL": 1}) as (a, b):
+        group.link.pause()
+        late = new_session(a.url)  # known to the primary alone
+        stream = open_stream(late, b.url)
+        with group.primary.client() as primary:
+            wait_until(lambda: int(primary.get(f"mcp:held:{late.session_id}") or 0) == 1, SLACK,
+                       "the stream's claim on the primary")
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(twin(late, b.url).request, "tools/call", {
+                "name": "wait_for_cancel", "arguments": {"limit": 120}}, request_id="late", url=b.url)
+            with group.primary.client() as primary:
+                wait_until(lambda: int(primary.get(f"mcp:held:{late.session_id}") or 0) == 2, SLACK,
+                           "the call's claim on the primary")
+            with group.replica.client() as replica:
+                assert replica.get(f"mcp:held:{late.session_id}") is None  # it never got them
+
+            group.primary.process.send_signal(signal.SIGKILL)
+            group.primary.process.wait(PATIENCE)
+            wait_until(lambda: group.primary_port() == group.replica.port, DOWN_AFTER_MS / 1000 + SLACK,
+                       "the sentinels to promote the replica")
+            with group.replica.client() as promoted:
+                wait_until(lambda: int(promoted.get(f"mcp:held:{late.session_id}") or 0) == 2,
+                           GROUP_REJOIN_INTERVAL + SERVED_AGAIN_AFTER_PROMOTION + SLACK,
+                           "the claims of the stream and the call to be made again")
+            assert late.request("ping", request_id="after", url=a.url).response["result"] == {}
+            stream = broadcast_reaches(stream, late, b.url, None, late, a.url)
+            # DELETE on A ends the stream B holds and stops the call there: no response.
+            assert late.delete(url=a.url).status_code == 200
+            assert call.result(timeout=SLACK).response is None
+        stream.close()

@@ -169,7 +169,9 @@ DEFAULTS: dict[str, Any] = {
     # it does at the credential's expiry. None: no checks; streams end at their token's expiry.
     "STREAM_CREDENTIAL_CHECK_INTERVAL": 60,
     # Redis for the state every process must share (which process holds which stream); None
-    # keeps it in process memory, right for one process only.
+    # keeps it in process memory, right for one process only. A primary that Redis Sentinel
+    # manages: redis+sentinel://sentinel-1:26379,sentinel-2:26379/mymaster/0 (the sentinels, the
+    # service name they monitor, the database), asked again after a failover (docs/production.md).
     "REDIS_URL": None,
     # Seconds a Redis command may take; past it the request gets 503 and the connection is
     # replaced (reconnecting with backoff), so a Redis that stops answering stalls nothing.
@@ -177,7 +179,8 @@ DEFAULTS: dict[str, Any] = {
     # A dict: the stores talk to Redis through redis-py, Redis.from_url(REDIS_URL, **REDIS_OPTIONS)
     # (TLS certificates, say), instead of the faster built-in client.
     "REDIS_OPTIONS": None,
-    # Dotted path of factory(REDIS_URL) -> redis.asyncio.Redis (Sentinel, say); also redis-py.
+    # Dotted path of factory(REDIS_URL) -> redis.asyncio.Redis (any client redis-py can make);
+    # also redis-py.
     "REDIS_CLIENT_FACTORY": None,
     # Dotted paths of the shared state and event store classes; None: Redis ones with REDIS_URL,
     # else process memory and database rows. See site.build_stores for how they are called.

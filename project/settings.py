@@ -15,6 +15,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_server.redis_sentinel import cache_backend, celery_broker, channel_layer_host
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 # Safe by default: DEBUG only when asked for, and a real secret key outside development.
@@ -105,6 +107,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# A redis:// URL, or redis+sentinel://sentinel-1:26379,sentinel-2:26379/mymaster/0 for a primary
+# that Redis Sentinel manages (the channel layer, the cache, the stores and a Celery broker of that
+# form all ask the sentinels where it is: docs/production.md, "Redis Sentinel").
 REDIS_URL = os.environ.get("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -113,11 +118,10 @@ if REDIS_URL:
             # A process channel carries every cancel, answer and delivery for that process.
             # The socket timeout must outlast the layer's 5 s blocking read (BZPOPMIN): redis-py 8
             # made it 5 s by default, and every idle receive then fails (channels_redis #422).
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 10_000},
+            "CONFIG": {"hosts": [channel_layer_host(REDIS_URL, socket_timeout=15)], "capacity": 10_000},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL}}
+    CACHES = {"default": cache_backend(REDIS_URL)}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -126,6 +130,12 @@ else:
 # the background run in the web process (MCP_SERVER["BACKGROUND_CALLS"]). A worker must reach the
 # web processes: it needs REDIS_URL too. A broker is Redis (redis://...) or RabbitMQ (amqp://...).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
+if CELERY_BROKER_URL:
+    # redis+sentinel://... becomes kombu's sentinel:// transport and its master_name. Celery reads
+    # the CELERY_BROKER_URL environment variable before this setting: it gets the same URL.
+    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_broker(CELERY_BROKER_URL)
+    if "CELERY_BROKER_URL" in os.environ:
+        os.environ["CELERY_BROKER_URL"] = CELERY_BROKER_URL
 # Background calls are at most once: a task is acknowledged when a worker takes it, and one that a
 # worker lost is not run again (docs/background.md).
 CELERY_TASK_ACKS_LATE = False

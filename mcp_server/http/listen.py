@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from mcp_protocol import jsonrpc
 
 from .. import logging_levels
 from .event_store import GET_STREAM, EventsDropped, event_id, post_stream
 from .liveness import request_lost, request_stopped
+from .redis_client import RedisUnavailable
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.http")
+T = TypeVar("T")
 
 
 class ListenStream:
@@ -96,22 +102,24 @@ class ListenStream:
         watch = self.final_id is not None
         wait = min(interval, self.transport.options.process_heartbeat_interval) if watch else interval
         if watch and not self._done:
-            await self._watch_request()
+            await self._unless_redis_fails(self._watch_request())
         while not self._done and not self.sse.closed:
             try:
                 timeout = max(0.0, min(wait, keepalive_at - loop.time()))
                 item = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
                 if watch:
-                    await self._watch_request()
+                    await self._unless_redis_fails(self._watch_request())
                 if loop.time() < keepalive_at:
                     continue
                 keepalive_at = loop.time() + interval
                 if not await self.sse.comment("keepalive"):
                     return
-                if not await self.transport.renew_stream(self.session_id, self.stream, self.token):
+                if not await self._unless_redis_fails(
+                        self.transport.renew_stream(self.session_id, self.stream, self.token), True):
                     return  # another process holds it now
-                await self.transport.stream_slots.renew(self.session_id, self.slot, self.token)
+                await self._unless_redis_fails(
+                    self.transport.stream_slots.renew(self.session_id, self.slot, self.token))
                 continue
             if item is None:
                 if self._ending is not None and not self.overflowed and not self.sse.closed:
@@ -119,6 +127,17 @@ class ListenStream:
                 return
             if not await self._write(*item):
                 return
+
+    @staticmethod
+    async def _unless_redis_fails(call: Awaitable[T], meanwhile: T | None = None) -> T | None:
+        """``call``'s result, or ``meanwhile`` while Redis does not answer (a failover, say): the
+        stream waits on, and the watch or renewal is made again at the next interval, rather
+        than ending the stream of a request that may still be answered."""
+        try:
+            return await call
+        except RedisUnavailable as exc:
+            logger.info("a listening stream waits for Redis: %s", exc)
+            return meanwhile
 
     async def _watch_request(self) -> None:
         """A resumed POST stream's request: if its process died, its error is stored and comes

@@ -206,8 +206,13 @@ class Draining:
         if self.drain.draining:
             await self._answer(send, 503, {"error": "this server process is shutting down; retry"})
             return
-        with self.drain.serving():
+        # What serving() does, inline: this runs for every request.
+        requests, task = self.drain._requests, asyncio.current_task()
+        requests.add(task)
+        try:
             await self.app(scope, receive, send)
+        finally:
+            requests.discard(task)
 
     @staticmethod
     async def _answer(send: Send, status: int, body: dict) -> None:

@@ -1,0 +1,144 @@
+"""A PostgreSQL restart under two running daphne processes, with and without Django's connection
+pool: while the server is down, what needs it gets 503 ("the database does not answer") at once,
+not a hang; once it is back, the same processes serve again, and the sessions opened before it
+are all there.
+
+The PostgreSQL is a cluster of the test's own (tests/postgres_support.py), so stopping it touches
+no other test; so is the Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from .harness import CLIENT_INFO, REPO
+from .http_cluster import call_tool, cluster, new_session, require_services
+from .http_harness import Exchange, HTTPClient
+from .postgres_support import PrivatePostgres, migrate, private_postgres
+from .redis_faults import redis_server
+from .waiting import wait_until
+from .wire import check_client_message, check_server_message
+
+DATABASE = "mcp_restarts"
+INTERNAL_ERROR = -32603
+UNAVAILABLE = "Service Unavailable: the database does not answer; try again later"
+# A request to a process whose database is down must be answered within this (the pool waits 5 s
+# for a connection, a connection attempt 5 s at most): longer is a hang, and the test fails on it.
+ANSWER_WITHIN = 20.0
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PrivatePostgres]:
+    require_services()
+    with private_postgres() as server:
+        server.create_database(DATABASE)
+        migrate(server.url(DATABASE))
+        yield server
+
+
+def initialize(url: str) -> httpx.Response:
+    """An ``initialize`` (a new session: a row written), answered within :data:`ANSWER_WITHIN`."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}}
+    check_client_message(message, "2025-11-25")
+    return httpx.post(url, json=message, timeout=ANSWER_WITHIN, headers={
+        "accept": "application/json, text/event-stream"})
+
+
+def assert_database_unavailable(status: int, headers: httpx.Headers, body: dict, request_id: object) -> None:
+    assert status == 503, (status, body)
+    assert int(headers["retry-after"]) >= 1
+    check_server_message(body, "2025-11-25")
+    assert body["id"] == request_id
+    assert body["error"]["code"] == INTERNAL_ERROR
+    assert body["error"]["message"] == UNAVAILABLE
+
+
+def assert_refused(exchange: Exchange, request_id: object) -> None:
+    """The request's answer says the database does not answer: its 503, or the JSON-RPC error on
+    the response stream, when the request was taken (200) before its handler needed the database."""
+    if exchange.status == 503:
+        assert_database_unavailable(exchange.status, exchange.headers, exchange.response, request_id)
+        return
+    assert exchange.status == 200, exchange
+    assert exchange.response == {"jsonrpc": "2.0", "id": request_id, "error": {
+        "code": INTERNAL_ERROR, "message": UNAVAILABLE}}, exchange.response
+
+
+def serves_new_sessions(url: str) -> bool:
+    response = initialize(url)
+    if response.status_code == 503:  # not yet: the pool (or the server) is still coming back
+        return False
+    assert response.status_code == 200, response.text
+    check_server_message(response.json(), "2025-11-25", "initialize")
+    return True
+
+
+@pytest.mark.parametrize("pool", [None, "4"], ids=["connection-per-request", "pool"])
+def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_by_themselves(
+        postgres, tmp_path, pool):
+    env = {"DATABASE_URL": postgres.url(DATABASE), "MCP_TEST_APPLICATION_NAME": "mcp-restarts",
+           **({"MCP_DATABASE_POOL": pool} if pool else {})}
+    with redis_server(tmp_path) as redis, cluster(2, redis_db=0, redis_port=redis.port, env=env) as servers:
+        urls = [server.url for server in servers]
+        # A session opened on one process and used on both, with a background call (a ToolCall row).
+        kept = new_session(urls[0])
+        assert call_tool(kept, urls[1], "echo", {"message": "before"}) == "before"
+        assert call_tool(kept, urls[0], "count_in_background", {"to": 1}) == "Counted to 1"
+        assert kept.request("logging/setLevel", {"level": "debug"}, url=urls[1]).status == 200
+
+        postgres.stop("fast")
+        down = HTTPClient(urls[0], timeout=ANSWER_WITHIN)
+        down.session_id, down.revision = kept.session_id, kept.revision
+        for url in urls:
+            # A new session needs its row: refused at once, with the reason, on every process.
+            response = initialize(url)
+            assert_database_unavailable(response.status_code, response.headers, response.json(), 1)
+            # So does a change of the kept session's row, and a background call's record.
+            exchange = down.request("logging/setLevel", {"level": "info"}, request_id=7, url=url)
+            assert_refused(exchange, 7)
+            exchange = down.request("tools/call", {"name": "count_in_background", "arguments": {"to": 1}},
+                                    request_id=8, url=url)
+            assert_refused(exchange, 8)
+        down.close()
+
+        postgres.start()
+        # The same processes, not restarted, serve again by themselves.
+        for url in urls:
+            wait_until(lambda url=url: serves_new_sessions(url), what=f"{url} to serve new sessions again")
+        assert all(server.process.poll() is None for server in servers)
+        # No session was lost: the one opened before the restart works on both processes.
+        for url in urls:
+            assert kept.request("ping", url=url).response["result"] == {}
+            assert kept.request("logging/setLevel", {"level": "warning"}, url=url).status == 200
+            assert call_tool(kept, url, "echo", {"message": "after"}) == "after"
+            assert call_tool(kept, url, "count_in_background", {"to": 1}) == "Counted to 1"
+        assert kept.delete(url=urls[1]).status_code == 200
+        kept.close()
+
+
+def test_the_pool_setting_is_refused_when_it_is_not_a_size() -> None:
+    """``MCP_DATABASE_POOL`` names a size; anything else stops the process with the reason."""
+    for value, reason in (("many", "MCP_DATABASE_POOL is a number of connections"),
+                          ("0", "MCP_DATABASE_POOL is a number of connections")):
+        done = subprocess.run(
+            [sys.executable, "-c", "import django; django.setup()"], cwd=REPO, capture_output=True, text=True,
+            env={**_environment(), "DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEVELOPMENT": "1",
+                 "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/nowhere", "MCP_DATABASE_POOL": value},
+            timeout=60, check=False)
+        assert done.returncode != 0 and reason in done.stderr, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], cwd=REPO, capture_output=True, text=True,
+        env={**_environment(), "DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEVELOPMENT": "1",
+             "MCP_DATABASE_POOL": "4"}, timeout=60, check=False)
+    assert done.returncode != 0 and "MCP_DATABASE_POOL needs PostgreSQL" in done.stderr, done.stderr
+
+
+def _environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}

@@ -13,20 +13,23 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import psycopg
 import pytest
 
 from .harness import CLIENT_INFO, REPO
-from .http_cluster import call_tool, cluster, new_session, require_services
-from .http_harness import Exchange, HTTPClient
+from .http_cluster import call_tool, cluster, new_session, require_services, twin
+from .http_harness import Event, Exchange, HTTPClient
 from .postgres_support import PrivatePostgres, migrate, private_postgres
 from .redis_faults import redis_server
-from .waiting import wait_until
+from .waiting import PATIENCE, wait_until
 from .wire import check_client_message, check_server_message
 
 DATABASE = "mcp_restarts"
 INTERNAL_ERROR = -32603
+PROGRESS = "notifications/progress"
 UNAVAILABLE = "Service Unavailable: the database does not answer; try again later"
 # A request to a process whose database is down must be answered within this (the pool waits 5 s
 # for a connection, a connection attempt 5 s at most): longer is a hang, and the test fails on it.
@@ -71,6 +74,13 @@ def assert_refused(exchange: Exchange, request_id: object) -> None:
         "code": INTERNAL_ERROR, "message": UNAVAILABLE}}, exchange.response
 
 
+def call_states(postgres: PrivatePostgres, session_id: str) -> set[str]:
+    """The states of the session's background call records."""
+    with psycopg.connect(postgres.url(DATABASE).replace("postgres://", "postgresql://")) as db:
+        rows = db.execute("SELECT state FROM mcp_server_toolcall WHERE session_id = %s", [session_id])
+        return {state for (state,) in rows}
+
+
 def serves_new_sessions(url: str) -> bool:
     response = initialize(url)
     if response.status_code == 503:  # not yet: the pool (or the server) is still coming back
@@ -80,9 +90,12 @@ def serves_new_sessions(url: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("pool", [None, "4"], ids=["connection-per-request", "pool"])
+# Stopped "fast" (its connections ended, as a restart does) and "immediate" (a crash: recovery at
+# the next start).
+@pytest.mark.parametrize(("pool", "stop"), [(None, "fast"), ("4", "immediate")],
+                         ids=["connection-per-request", "pool"])
 def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_by_themselves(
-        postgres, tmp_path, pool):
+        postgres, tmp_path, pool, stop):
     env = {"DATABASE_URL": postgres.url(DATABASE), "MCP_TEST_APPLICATION_NAME": "mcp-restarts",
            **({"MCP_DATABASE_POOL": pool} if pool else {})}
     with redis_server(tmp_path) as redis, cluster(2, redis_db=0, redis_port=redis.port, env=env) as servers:
@@ -93,7 +106,25 @@ def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_
         assert call_tool(kept, urls[0], "count_in_background", {"to": 1}) == "Counted to 1"
         assert kept.request("logging/setLevel", {"level": "debug"}, url=urls[1]).status == 200
 
-        postgres.stop("fast")
+        # A background call in flight across the restart (its record written at each step).
+        events: list[Event] = []
+
+        def progress() -> int:
+            return sum(1 for event in events if event.message and event.message.get("method") == PROGRESS)
+
+        flying = twin(kept, urls[1])
+        calls = ThreadPoolExecutor(1)
+        in_flight = calls.submit(
+            flying.request, "tools/call", {"name": "count_in_background", "arguments": {"to": 6},
+                                           "_meta": {"progressToken": "flight"}},
+            url=urls[1], on_event=events.append)
+        wait_until(progress, what="progress from the background call")
+
+        postgres.stop(stop)
+        # Two more steps (a second each) while the database is down: the call's record could not
+        # take their progress (it is written every half second), and the call ran on.
+        seen = progress()
+        wait_until(lambda: progress() >= seen + 2, what="the background call to go on")
         down = HTTPClient(urls[0], timeout=ANSWER_WITHIN)
         down.session_id, down.revision = kept.session_id, kept.revision
         for url in urls:
@@ -119,6 +150,11 @@ def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_
             assert kept.request("logging/setLevel", {"level": "warning"}, url=url).status == 200
             assert call_tool(kept, url, "echo", {"message": "after"}) == "after"
             assert call_tool(kept, url, "count_in_background", {"to": 1}) == "Counted to 1"
+        # The call in flight ran on, and ended with its result, its record with it.
+        assert in_flight.result(PATIENCE).response["result"]["content"][0]["text"] == "Counted to 6"
+        calls.shutdown()
+        flying.close()
+        assert call_states(postgres, kept.session_id) == {"completed"}
         assert kept.delete(url=urls[1]).status_code == 200
         kept.close()
 

@@ -1,7 +1,7 @@
 """A PostgreSQL restart under two running daphne processes, with and without Django's connection
 pool: while the server is down, what needs it gets 503 ("the database does not answer") at once,
-not a hang; once it is back, the same processes serve again, and the sessions opened before it
-are all there.
+not a hang; a background call in flight runs on; once it is back, the same processes serve again,
+and the sessions opened before it are all there.
 
 The PostgreSQL is a cluster of the test's own (tests/postgres_support.py), so stopping it touches
 no other test; so is the Redis.
@@ -9,6 +9,7 @@ no other test; so is the Redis.
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -18,6 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import psycopg
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import OperationalError
+from django.utils import timezone
+
+from mcp_server.http.runtime import runtime_group
+from mcp_server.http.session_store import SessionRecord, SessionStore
+from mcp_server.http.shared_state import LocalState
+from mcp_server.models import Session
 
 from .harness import CLIENT_INFO, REPO
 from .http_cluster import call_tool, cluster, new_session, require_services, twin
@@ -178,3 +187,30 @@ def test_the_pool_setting_is_refused_when_it_is_not_a_size() -> None:
 
 def _environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_activity_the_database_refused_is_written_at_the_next_flush(monkeypatch,
+                                                                         short_lived_connections):
+    """Sessions used while the database is away keep their activity for the next flush: their
+    rows do not look idle for longer than they were."""
+    state = LocalState()
+    store = SessionStore(state, 60, runtime_group("restarts"))
+    record = SessionRecord.new(protocol_version="2025-11-25", principal="address:1")
+    await store.create(record)
+    long_ago = timezone.now() - datetime.timedelta(hours=1)
+    await sync_to_async(Session.objects.update)(last_activity=long_ago)
+    assert await store.load(record.id) is not None  # used
+
+    write = SessionStore._write_activity
+
+    def refused(session_ids: set[str]) -> None:
+        raise OperationalError("the database system is shutting down")
+
+    monkeypatch.setattr(SessionStore, "_write_activity", staticmethod(refused))
+    with pytest.raises(OperationalError):
+        await store.flush_activity()
+    monkeypatch.setattr(SessionStore, "_write_activity", staticmethod(write))
+    await store.flush_activity()
+    row = await sync_to_async(Session.objects.get)(pk=record.id)
+    assert row.last_activity > long_ago

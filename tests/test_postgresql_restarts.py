@@ -83,11 +83,15 @@ def assert_refused(exchange: Exchange, request_id: object) -> None:
         "code": INTERNAL_ERROR, "message": UNAVAILABLE}}, exchange.response
 
 
+def query(postgres: PrivatePostgres, sql: str, *params: object) -> list[tuple]:
+    with psycopg.connect(postgres.url(DATABASE).replace("postgres://", "postgresql://")) as db:
+        return db.execute(sql, params).fetchall()
+
+
 def call_states(postgres: PrivatePostgres, session_id: str) -> set[str]:
     """The states of the session's background call records."""
-    with psycopg.connect(postgres.url(DATABASE).replace("postgres://", "postgresql://")) as db:
-        rows = db.execute("SELECT state FROM mcp_server_toolcall WHERE session_id = %s", [session_id])
-        return {state for (state,) in rows}
+    rows = query(postgres, "SELECT state FROM mcp_server_toolcall WHERE session_id = %s", session_id)
+    return {state for (state,) in rows}
 
 
 def serves_new_sessions(url: str) -> bool:
@@ -164,6 +168,12 @@ def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_
         calls.shutdown()
         flying.close()
         assert call_states(postgres, kept.session_id) == {"completed"}
+        # Its audit row too (written by the audit writer, which kept it while the database was away).
+        [(flight,)] = query(postgres, "SELECT id FROM mcp_server_toolcall WHERE session_id = %s AND "
+                            "arguments = '{\"to\": 6}'::jsonb", kept.session_id)
+        wait_until(lambda: query(postgres, "SELECT outcome FROM mcp_server_auditrecord "
+                                 "WHERE background_call = %s", flight) == [("ok",)],
+                   what="the audit row of the call in flight")
         assert kept.delete(url=urls[1]).status_code == 200
         kept.close()
 

@@ -134,23 +134,34 @@ def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_
         wait_until(progress, what="progress from the background call")
 
         postgres.stop(stop)
-        # Two more steps (a second each) while the database is down: the call's record could not
-        # take their progress (it is written every half second), and the call ran on.
-        seen = progress()
-        wait_until(lambda: progress() >= seen + 2, what="the background call to go on")
-        down = HTTPClient(urls[0], timeout=ANSWER_WITHIN)
-        down.session_id, down.revision = kept.session_id, kept.revision
-        for url in urls:
-            # A new session needs its row: refused at once, with the reason, on every process.
+        # Its last steps while the database is down: the record could not take their progress (it
+        # is written every half second), and the call ran on to its end, whose final state cannot
+        # be written yet either.
+        wait_until(lambda: progress() == 6, what="the background call to run to its end")
+
+        # Side by side (with the pool, each waits its 5 s for a connection), on every process: a
+        # new session needs its row, a change of the kept session its row, a background call its
+        # record. Each is refused at once, with the reason.
+        def refused_initialize(url: str) -> None:
             response = initialize(url)
             assert_database_unavailable(response.status_code, response.headers, response.json(), 1)
-            # So does a change of the kept session's row, and a background call's record.
-            exchange = down.request("logging/setLevel", {"level": "info"}, request_id=7, url=url)
-            assert_refused(exchange, 7)
-            exchange = down.request("tools/call", {"name": "count_in_background", "arguments": {"to": 1}},
-                                    request_id=8, url=url)
-            assert_refused(exchange, 8)
-        down.close()
+
+        def refused(url: str, method: str, params: dict, request_id: int) -> None:
+            down = HTTPClient(url, timeout=ANSWER_WITHIN)
+            down.session_id, down.revision = kept.session_id, kept.revision
+            assert_refused(down.request(method, params, request_id=request_id, url=url), request_id)
+            down.close()
+
+        with ThreadPoolExecutor(6) as side_by_side:
+            checks = [side_by_side.submit(refused_initialize, url) for url in urls]
+            # (Ids of their own: one session's requests in flight at once.)
+            checks += [side_by_side.submit(refused, url, "logging/setLevel", {"level": "info"}, 10 + index)
+                       for index, url in enumerate(urls)]
+            checks += [side_by_side.submit(refused, url, "tools/call", {
+                "name": "count_in_background", "arguments": {"to": 1}}, 20 + index)
+                for index, url in enumerate(urls)]
+            for check in checks:
+                check.result(PATIENCE)
 
         postgres.start()
         # The same processes, not restarted, serve again by themselves.

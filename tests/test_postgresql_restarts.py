@@ -20,7 +20,7 @@ import httpx
 import psycopg
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.utils import timezone
 
 from mcp_server.http.runtime import runtime_group
@@ -235,3 +235,4 @@ async def test_activity_the_database_refused_is_written_at_the_next_flush(monkey
     await store.flush_activity()
     row = await sync_to_async(Session.objects.get)(pk=record.id)
     assert row.last_activity > long_ago
+    await sync_to_async(connections.close_all)()  # that thread's, before the test database goes

@@ -1,8 +1,8 @@
 """Every kind of query the project makes, on two daphne processes whose connections go through
 Django's connection pool (``MCP_DATABASE_POOL``), through PgBouncer in transaction mode, or both:
 sessions, stored events and their resumption on the other process, background calls on a Celery
-worker of the prefork pool (whose children have the same settings), the audit writer's COPY, admin,
-and the authorization server.
+worker of the prefork pool (whose children have the same settings), a task of the Tasks extension,
+the audit writer's COPY, admin, and the authorization server.
 
 PgBouncer here is one the test starts, in front of the machine's PostgreSQL, with
 ``pool_mode = transaction``: whatever needs one server connection across transactions (session
@@ -34,6 +34,7 @@ from .http_cluster import (
     open_stream,
     require_services,
 )
+from .modern_support import envelope, post_over_http
 from .postgres_support import pgbouncer
 from .redis_faults import redis_server
 from .test_database_connections import connections_of
@@ -118,6 +119,20 @@ def test_every_kind_of_query_works_through_a_pool(route, tmp_path, django_db_blo
             ran = ToolCall.objects.get(session_id=client.session_id, tool="count_in_background")
             # Run by a child of the worker (its record says host:pid), each with a pool of its own.
             assert parent_of(int(ran.worker.rsplit(":", 1)[1])) == worker.process.pid, ran.worker
+            # A task (the Tasks extension, a 2026-07-28 request): its record locked and read on the
+            # other process as it is polled.
+            tasks = envelope({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+            status, messages = post_over_http(a, "tools/call", "task-1", tasks, name="count_in_background",
+                                              arguments={"to": 1})
+            created = messages[-1]["result"]
+            assert (status, created["resultType"]) == (200, "task"), messages
+
+            def task_ended() -> dict | None:
+                _status, answer = post_over_http(b, "tasks/get", "poll", tasks, taskId=created["taskId"])
+                task = answer[-1]["result"]
+                return task if task["status"] != "working" else None
+
+            assert wait_until(task_ended, what="the task to end")["status"] == "completed"
             # Admin and the authorization server, on each process.
             admin_sees_session(base_a, client.session_id, password)
             authorization_server_registers(base_b)

@@ -5,6 +5,7 @@ With no other configuration it runs on the embedded default: SQLite and the in-m
 ``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
 ``CELERY_BROKER_URL`` runs background tools on Celery workers (``celery -A project worker``);
 ``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom);
+``MCP_DATABASE_POOL=N`` gives each process a pool of at most N PostgreSQL connections;
 ``MCP_PROTECTED=1`` makes the endpoint require a token of the demo's own authorization server, with
 ``MCP_PUBLIC_URL`` the origin clients reach the demo at (default ``http://127.0.0.1:8000``).
 """
@@ -92,7 +93,26 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    # A server that cannot be reached (a failover in progress, a host gone) fails the request in
+    # seconds (503) instead of waiting for TCP to give up; DATABASE_URL's ?connect_timeout= wins.
+    options.setdefault("connect_timeout", 5)
+    # MCP_DATABASE_POOL=N: Django's connection pool (psycopg_pool, `pip install psycopg[pool]`),
+    # at most N connections per process, kept open and checked before each use (so one that a
+    # restart killed is replaced). A request waits at most 5 s for one, then gets 503: while the
+    # server is down, requests fail in that time rather than at the pool's default 30 s.
+    # A Celery worker's children each open their own (docs/production.md, "PostgreSQL").
+    if os.environ.get("MCP_DATABASE_POOL"):
+        size = os.environ["MCP_DATABASE_POOL"]
+        if not size.isdigit() or int(size) < 1:
+            raise ImproperlyConfigured(f"MCP_DATABASE_POOL is a number of connections (1 or more), "
+                                       f"not {size!r}")
+        size = int(size)
+        options["pool"] = {"min_size": min(2, size), "max_size": size, "timeout": 5}
+elif os.environ.get("MCP_DATABASE_POOL"):
+    raise ImproperlyConfigured("MCP_DATABASE_POOL needs PostgreSQL (DATABASE_URL=postgres://...)")
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so test servers in other processes see the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {

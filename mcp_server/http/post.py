@@ -45,6 +45,7 @@ SESSION_HEADER = b"mcp-session-id"
 
 
 async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> None:
+    # One coroutine from the body to the session's handling: this runs for every POST.
     options = consumer.transport.options
     check_content_type(request)
     check_post_accept(request, json_only=options.enable_json_response or options.stateless)
@@ -57,10 +58,6 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     # beside the session's (a response's id is of the server's request: not one being served).
     log_context.update(method=incoming.method, params=incoming.params,
                        request_id=incoming.id if incoming.kind == "request" else None)
-    await _handle(consumer, request, incoming)
-
-
-async def _handle(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
     if incoming.kind == "request" and transport.server.guarded:
         await check_call_scopes(transport, request, incoming)

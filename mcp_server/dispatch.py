@@ -103,24 +103,23 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
         return None
     # The ids on log records written meanwhile (mcp_server.log_context), unless the transport
     # set them already.
+    # A request goes straight to _handle_request (no coroutine between: this runs for every one).
+    handle = _handle_request if incoming.kind == "request" else _handle_observed_notification
     if log_context.covers(incoming.method, incoming.id, session.id):
-        return await _handle_message(server, incoming, session)
+        return await handle(server, incoming, session)
     with log_context.serving(method=incoming.method, request_id=incoming.id, session_id=session.id,
                              params=incoming.params):
-        return await _handle_message(server, incoming, session)
+        return await handle(server, incoming, session)
 
 
-async def _handle_message(server: Server, incoming: jsonrpc.Incoming,
-                          session: ServerSession) -> dict | None:
-    if incoming.kind == "notification":
-        observed = _notification_observed(server, incoming, session) if ports.observers() else ()
-        try:
-            await _handle_notification(server, incoming, session)
-        finally:
-            for done in reversed(observed):
-                done()
-        return None
-    return await _handle_request(server, incoming, session)
+async def _handle_observed_notification(server: Server, incoming: jsonrpc.Incoming,
+                                        session: ServerSession) -> None:
+    observed = _notification_observed(server, incoming, session) if ports.observers() else ()
+    try:
+        await _handle_notification(server, incoming, session)
+    finally:
+        for done in reversed(observed):
+            done()
 
 
 async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,

@@ -59,50 +59,48 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         telemetry.transport_scope.set(scope)  # the spans' client.address and network.*
         request = Request(scope)
         # Records written while it is served carry the session it names (mcp_server.log_context).
+        # Served here, not in a coroutine of its own: this runs for every request.
         with log_context.serving(session_id=request.header("mcp-session-id")):
-            await self._serve(request)
-
-    async def _serve(self, request: Request) -> None:
-        try:
-            if not self.transport.options.stateless:
-                # A stateless transport has no streams to route to, and may be built per request
-                # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
-                await self.transport.ensure_runtime()
-            check_header_values(request)
-            if self.transport.options.dns_rebinding_protection:
-                check_host_and_origin(request, self.transport.allowed_hosts,
-                                      self.transport.options.allowed_origins)
-            resource_server = self.transport.resource_server
-            if resource_server is None:
-                # The default: the session cookie's user (session_auth), and nothing else to run.
-                if request.user is not None:
-                    request.principal = Principal(user=request.user, method="session")
-            else:
-                await self.authenticate(request, resource_server)
-            self.principal = request.principal
-            handler = VERBS.get(request.method)
-            if refuses_verb(request):
-                raise HTTPError(405, f"Method not allowed: {request.method} (protocol revision "
-                                "2026-07-28 serves POST only)", headers=[(b"allow", b"POST")])
-            if handler is None:
-                raise HTTPError(405, f"Method not allowed: {request.method}",
-                                headers=[(b"allow", ALLOWED_METHODS)])
-            await handler(self, request)
-        except ClientGone:
-            return
-        except HTTPError as error:
-            await self.reply_error(error)
-        except RedisUnavailable as exc:
-            logger.warning("%s %s: %s", request.method, request.path, exc)
-            await self.reply_error(unavailable(exc.retry_after))
-        except (OperationalError, InterfaceError) as exc:
-            # The database went away (restarted, failed over, this connection terminated): the
-            # next request gets a new connection, so the client should try again.
-            logger.warning("%s %s: the database failed: %s", request.method, request.path, exc)
-            await self.reply_error(unavailable(1.0, "the database"))
-        except Exception as exc:
-            self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
-            await self.reply_error(internal_error())
+            try:
+                if not self.transport.options.stateless:
+                    # A stateless transport has no streams to route to, and may be built per request
+                    # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
+                    await self.transport.ensure_runtime()
+                check_header_values(request)
+                if self.transport.options.dns_rebinding_protection:
+                    check_host_and_origin(request, self.transport.allowed_hosts,
+                                          self.transport.options.allowed_origins)
+                resource_server = self.transport.resource_server
+                if resource_server is None:
+                    # The default: the session cookie's user (session_auth), and nothing else to run.
+                    if request.user is not None:
+                        request.principal = Principal(user=request.user, method="session")
+                else:
+                    await self.authenticate(request, resource_server)
+                self.principal = request.principal
+                handler = VERBS.get(request.method)
+                if refuses_verb(request):
+                    raise HTTPError(405, f"Method not allowed: {request.method} (protocol revision "
+                                    "2026-07-28 serves POST only)", headers=[(b"allow", b"POST")])
+                if handler is None:
+                    raise HTTPError(405, f"Method not allowed: {request.method}",
+                                    headers=[(b"allow", ALLOWED_METHODS)])
+                await handler(self, request)
+            except ClientGone:
+                return
+            except HTTPError as error:
+                await self.reply_error(error)
+            except RedisUnavailable as exc:
+                logger.warning("%s %s: %s", request.method, request.path, exc)
+                await self.reply_error(unavailable(exc.retry_after))
+            except (OperationalError, InterfaceError) as exc:
+                # The database went away (restarted, failed over, this connection terminated): the
+                # next request gets a new connection, so the client should try again.
+                logger.warning("%s %s: the database failed: %s", request.method, request.path, exc)
+                await self.reply_error(unavailable(1.0, "the database"))
+            except Exception as exc:
+                self.transport.server.report_exception(exc, {"request": f"{request.method} {request.path}"})
+                await self.reply_error(internal_error())
 
     async def authenticate(self, request: Request, resource_server: Any) -> None:
         """Who sent the request (``request.principal`` and ``request.user``), or its refusal."""

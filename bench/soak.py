@@ -116,6 +116,7 @@ DRAIN_503_RETRIES = 10  # a request that reached a draining process (503) is sen
 # A background call refused while the client has the most queued or running (HTTP 429, its
 # JSON-RPC error's data saying when to retry) is sent again then, as a client does, this often.
 BUSY_RETRIES = 30
+BACKGROUND_KINDS = {"background", "task"}
 LOG_TAIL_LINES = 40
 MAX_CHUNKS_PER_STREAM = 10_000  # far more than any operation's stream carries
 
@@ -263,6 +264,12 @@ def parse_event(block: bytes) -> Event | None:
         return None
     text = "\n".join(data)
     return Event(event_id, json.loads(text) if text.strip() else None, retry)
+
+
+def busy(error: Any) -> bool:
+    """A background call refused because its client has the most queued or running: retry later."""
+    return (isinstance(error, dict) and error.get("code") == -32600 and isinstance(error.get("data"), dict)
+            and "retryAfter" in error["data"])
 
 
 def modern_message(method: str, request_id: int, params: dict, capabilities: dict | None) -> dict:
@@ -445,6 +452,9 @@ class Worker:
                  fleet: Fleet | None = None):
         self.index, self.port, self.notifier, self.stats, self.args = index, port, notifier, stats, args
         self.fleet = fleet
+        # Background calls and tasks in flight at once, over every client task: the server sees all
+        # of them as one principal, which may have MAX_BACKGROUND_CALLS_PER_PRINCIPAL (10) queued.
+        self.background_slots: asyncio.Semaphore | contextlib.nullcontext = contextlib.nullcontext()
         self.random = random.Random(args.seed * 1000 + index)
         self.main = Connection(HOST, port, stats.notes)      # requests, and the streams of calls
         self.side = Connection(HOST, port, stats.notes)      # what is sent while ``main`` streams
@@ -719,12 +729,12 @@ class Worker:
             raise Failure("elicit: wrong result", repr(replies[0])[:300])
 
     async def wait_busy(self, body: bytes) -> None:
-        """The wait a 429 asks for (``retryAfter`` in its error's data) before the call is sent again."""
+        """The wait a refusal asks for (``retryAfter`` in its error's data) before the call is sent again."""
         try:
             delay = float(json.loads(body)["error"]["data"]["retryAfter"])
         except (ValueError, KeyError, TypeError) as exc:
             raise Failure("HTTP 429 without retryAfter", repr(body[:300])) from exc
-        self.stats.notes["background call refused (429: the client's most queued), sent again"] += 1
+        self.stats.notes["background call refused (-32600: the client's most queued), sent again"] += 1
         await asyncio.sleep(min(delay, 10.0))
 
     def worker_death(self, error: Any, started: float) -> Expected | None:
@@ -738,17 +748,24 @@ class Worker:
 
     async def op_background(self) -> None:
         """count_in_background in a session: run by a Celery worker, its progress and result on the
-        POST stream, written by the worker."""
+        POST stream, written by the worker. Refused because the client has the most queued (429,
+        or the same JSON-RPC error on the stream), it is sent again after ``retryAfter``."""
+        for _attempt in range(BUSY_RETRIES):
+            busy = await self._background_once()
+            if busy is None:
+                return
+            await self.wait_busy(json.dumps(busy).encode())
+        raise Failure("background: refused as busy too often", f"{BUSY_RETRIES} times")
+
+    async def _background_once(self) -> dict | None:
         count, token, request_id, started = 2, self.token(), self.next_id(), time.monotonic()
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                    "params": {"name": "count_in_background", "arguments": {"to": count},
                               "_meta": {"progressToken": token}}}
-        for _attempt in range(BUSY_RETRIES):
-            status, headers = await self.main.begin("POST", post_headers(self.session_id),
-                                                    json.dumps(message).encode())
-            if status != 429:
-                break
-            await self.wait_busy(await self.main.body(headers))
+        status, headers = await self.main.begin("POST", post_headers(self.session_id),
+                                                json.dumps(message).encode())
+        if status == 429:
+            return json.loads(await self.main.body(headers))
         if status != 200 or not headers.get("content-type", "").startswith("text/event-stream"):
             raise Failure(f"count_in_background: HTTP {status}", repr((await self.main.body(headers))[:300]))
         messages, last_event_id, hint = [], None, None
@@ -773,21 +790,25 @@ class Worker:
             raise Failure("background: not one response", f"hint {hint}, last id {last_event_id}, "
                                                            f"{messages[-3:]!r}"[:300])
         if "error" in replies[0]:
+            if busy(replies[0]["error"]):
+                return replies[0]
             expected = self.worker_death(replies[0]["error"], started)
             if expected is not None:
                 raise expected
             raise Failure(f"background: error {replies[0]['error'].get('code')}", repr(replies[0])[:300])
         if steps != list(range(1, count + 1)) or counted_text(replies[0]["result"]) != f"Counted to {count}":
             raise Failure("background: wrong progress or result", f"steps {steps}, {replies[0]!r}"[:300])
+        return None
 
     # The 2026-07-28 era: no session; each request carries its envelope --------------------------
     async def modern(self, method: str, params: dict, capabilities: dict | None = None) -> dict:
         """One 2026-07-28 request on ``main``; its result (a JSON-RPC error is a failure)."""
-        request_id = self.next_id()
-        message = modern_message(method, request_id, params, capabilities)
         for _attempt in range(BUSY_RETRIES):
+            request_id = self.next_id()
+            message = modern_message(method, request_id, params, capabilities)
             answer = await self.main.request("POST", modern_headers(message), json.dumps(message).encode())
-            if answer.status != 429:
+            refused = answer.messages()[-1] if answer.status in (200, 429) and answer.body else {}
+            if not (isinstance(refused, dict) and busy(refused.get("error"))):
                 break
             await self.wait_busy(answer.body)
         if answer.status != 200 or "mcp-session-id" in answer.headers:
@@ -885,17 +906,19 @@ class Worker:
                 operation = operations[kind]
                 if self.session_id is None and kind in SESSION_KINDS:
                     kind, operation = "open", self._open
-                started = time.monotonic()
-                try:
-                    await asyncio.wait_for(operation(), self.args.op_timeout)
-                    self.stats.latencies[kind].append(time.monotonic() - started)
-                except Expected as outcome:
-                    self.stats.expected[f"{kind}: {outcome.reason}"] += 1
-                    self.close_connections()
-                except Exception as exc:  # a broken connection, a malformed answer: counted too
-                    self.stats.failed(kind, as_failure(exc, self.args.op_timeout))
-                    await self._start_afresh()
-                self.stats.ended(kind, time.monotonic() - started)
+                slot = self.background_slots if kind in BACKGROUND_KINDS else contextlib.nullcontext()
+                async with slot:  # waiting for a slot is the soak's, not the server's: not timed
+                    started = time.monotonic()
+                    try:
+                        await asyncio.wait_for(operation(), self.args.op_timeout)
+                        self.stats.latencies[kind].append(time.monotonic() - started)
+                    except Expected as outcome:
+                        self.stats.expected[f"{kind}: {outcome.reason}"] += 1
+                        self.close_connections()
+                    except Exception as exc:  # a broken connection, a malformed answer: counted too
+                        self.stats.failed(kind, as_failure(exc, self.args.op_timeout))
+                        await self._start_afresh()
+                    self.stats.ended(kind, time.monotonic() - started)
         finally:
             self.close_connections()
         if self.session_id is not None:  # on a fresh connection
@@ -1050,6 +1073,9 @@ async def drive(args: argparse.Namespace, proxy_port: int, fleet: Fleet, notifie
     started = time.monotonic()
     deadline = started + args.duration
     workers = [Worker(index, proxy_port, notifier, stats, args, fleet) for index in range(args.workers)]
+    slots = asyncio.Semaphore(args.background_calls)
+    for worker in workers:
+        worker.background_slots = slots
     tasks = [asyncio.create_task(worker.run(deadline)) for worker in workers]
     disorder = asyncio.create_task(chaos(fleet, deadline, args.restart_period, args.kill_period))
     interval = min(10.0, args.duration / 20)
@@ -1084,6 +1110,9 @@ def main() -> int:
     parser.add_argument("--kill-period", type=float, default=120.0,
                         help="seconds between two SIGKILLs of a Celery worker, each in turn; 0: none (120)")
     parser.add_argument("--celery-workers", type=int, default=2, help="Celery worker processes (2)")
+    parser.add_argument("--background-calls", type=int, default=6,
+                        help="background calls and tasks in flight at once over all client tasks, which "
+                             "the server sees as one principal (at most 10 queued by default) (6)")
     parser.add_argument("--warmup", type=float, default=None,
                         help="seconds after its start before a process's memory is sampled "
                              "(10%% of the duration, at most 60)")
@@ -1105,8 +1134,10 @@ def main() -> int:
     if args.notifier:
         asyncio.run(notifier_main())
         return 0
-    if args.duration <= 0 or args.workers < 1 or args.op_timeout <= 0 or args.celery_workers < 1:
-        parser.error("--duration, --workers, --op-timeout and --celery-workers must be positive")
+    if args.duration <= 0 or args.workers < 1 or args.op_timeout <= 0 or args.celery_workers < 1 \
+            or args.background_calls < 1:
+        parser.error("--duration, --workers, --op-timeout, --celery-workers and --background-calls "
+                     "must be positive")
     if args.restart_period < 0 or args.kill_period < 0:
         parser.error("--restart-period and --kill-period must be 0 (none) or positive")
     warmup = args.warmup if args.warmup is not None else min(60.0, args.duration / 10)

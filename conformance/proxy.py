@@ -7,12 +7,18 @@ sends its requests to every upstream in turn, so the requests of one MCP session
 different processes (what a load balancer without sticky sessions does). Each request is
 forwarded on a new upstream connection; the response, streamed as it comes (SSE), goes back
 byte for byte, and the client connection stays open for its next request. A client that goes
-away mid-response closes the upstream connection, so the server sees the disconnect. An upstream
-that refuses the connection, or closes it before any byte of a response (a process stopped or
-stopping, as in a rolling restart), gets the request no further: it goes to the next upstream, as
-nginx's ``proxy_next_upstream error`` does; 502 only when every upstream failed so.
+away mid-response closes the upstream connection, so the server sees the disconnect.
 
-``--log FILE`` appends one line per request: ``<upstream index> <method> <path> <session id>``.
+A request goes to the next upstream when the one chosen refuses the connection (a stopped
+process, as nginx's ``proxy_next_upstream error`` does) or closes it before any byte of a response
+(a process that began to drain as the request reached it: it closes the connections it has not
+started to serve). nginx retries the second kind only for idempotent methods; this proxy retries
+POSTs too, which is safe for a draining process (it answers every request it started) but would
+run a request twice on a process killed mid-request before it answered: the soak kills none.
+502 only when every upstream failed so.
+
+``--log FILE`` appends one line per request, once an upstream answers it:
+``<upstream index> <method> <path> <session id>``.
 Standard library only.
 """
 
@@ -154,8 +160,8 @@ class Proxy:
         self.upstreams = upstreams
         self.turn = itertools.cycle(range(len(upstreams)))
         self.log = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115
-        self.counts = [0] * len(upstreams)
-        self.skipped = [0] * len(upstreams)  # requests an upstream refused or closed unanswered
+        self.counts = [0] * len(upstreams)  # requests each upstream answered
+        self.skipped = [0] * len(upstreams)  # requests it refused or closed unanswered
 
     async def serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         client = Reader(client_reader)
@@ -185,9 +191,6 @@ class Proxy:
                    + "connection: close\r\n\r\n").encode("latin-1") + bytes(body.data)
         for _attempt in range(len(self.upstreams)):
             index = next(self.turn)
-            self.counts[index] += 1
-            if self.log:
-                self.log.write(f"{index} {method} {path} {header(headers, 'mcp-session-id') or '-'}\n")
             host, port = self.upstreams[index]
             try:
                 up_reader_raw, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
@@ -207,6 +210,9 @@ class Proxy:
                     # reached it (its listening socket closing) served nothing; the next one does.
                     self.skipped[index] += 1
                     continue
+                self.counts[index] += 1
+                if self.log:
+                    self.log.write(f"{index} {method} {path} {header(headers, 'mcp-session-id') or '-'}\n")
                 return await self.relay_response(client, client_writer, upstream, method,
                                                  client_wants_close(request_line, headers), first)
             finally:

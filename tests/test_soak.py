@@ -109,7 +109,7 @@ async def test_the_proxy_passes_a_request_a_stopped_upstream_refused_to_the_next
             assert head.startswith(b"HTTP/1.1 200"), head
             assert await reader.readexactly(6) == b"served"
         writer.close()
-        assert proxy.counts[1] == 3 and proxy.skipped == [proxy.counts[0], 0] and proxy.counts[0] >= 1
+        assert (proxy.counts, proxy.skipped) == ([0, 3], [3, 0])
     finally:
         front.close()
         live.close()

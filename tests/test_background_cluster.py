@@ -377,6 +377,8 @@ def test_a_call_queued_when_its_web_process_stops_runs_once_a_worker_takes_it(st
         with redis_client(broker_db) as broker:  # no worker yet: the task waits in the queue
             wait_until(lambda: broker.llen("celery") == 1, what="the call's task to be queued")
         assert call_of(client).state == State.QUEUED
+        # The client has an id to resume from (the stream's priming event) before the process stops.
+        wait_until(lambda: any(event.id is not None for event in call.received), what="the stream's first id")
 
         a.process.send_signal(getattr(signal, stop))
         before = ends(call)

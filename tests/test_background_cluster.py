@@ -363,6 +363,37 @@ def test_a_call_cancelled_while_queued_never_runs():
             "jsonrpc": "2.0", "id": 81, "result": {}}
 
 
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_call_queued_when_its_web_process_stops_runs_once_a_worker_takes_it(stop):
+    """No queued call is lost with the web process that received it: it stops (SIGTERM, it
+    drains; or SIGKILL) before any worker took the call; the client resumes the stream on the
+    other process, and the worker that comes later runs the call once and answers there."""
+    require_services()
+    broker_db = 2
+    env = {"CELERY_BROKER_URL": redis_broker(broker_db)}
+    with cluster(2, redis_db=1, mcp_settings=SETTINGS, env=env) as (a, b):
+        client = new_session(b.url)
+        call = CallStream(client, a.url, 85, {"steps": 1})
+        with redis_client(broker_db) as broker:  # no worker yet: the task waits in the queue
+            wait_until(lambda: broker.llen("celery") == 1, what="the call's task to be queued")
+        assert call_of(client).state == State.QUEUED
+        # The client has an id to resume from (the stream's priming event) before the process stops.
+        wait_until(lambda: any(event.id is not None for event in call.received), what="the stream's first id")
+
+        a.process.send_signal(getattr(signal, stop))
+        before = ends(call)
+        a.process.wait(PATIENCE)
+        assert answers_to(before, 85) == []
+        resumed = open_stream(client, b.url, last_event_id=last_id(before))
+        with worker_on(1, env) as worker:
+            after = ends(resumed)
+        [answer] = answers_to(after, 85)
+        check_server_message(answer, client.revision, "tools/call")
+        assert json.loads(answer["result"]["content"][0]["text"])["pid"] == worker.process.pid, worker.log
+        record = call_of(client)
+        assert (record.state, record.attempts) == (State.COMPLETED, 1)
+
+
 # Warm shutdown ------------------------------------------------------------------------------------
 def test_a_worker_told_to_stop_finishes_its_call_and_runs_none_twice(gate):
     """SIGTERM is Celery's warm shutdown: the call the worker runs finishes and its result reaches

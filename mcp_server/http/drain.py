@@ -185,6 +185,9 @@ def chain_sigterm(process_drain: Drain | None = None) -> bool:
 
 # The ASGI side: the health check, and requests refused while draining -------------------------
 
+COUNTED = "mcp_server.drain"  # the scope key of a request a Draining counts
+
+
 class Draining:
     """``app`` with this process's drain: requests counted while in flight, a request refused
     (503) once draining, and the health check at ``MCP_SERVER["HEALTH_CHECK_PATH"]``: 200
@@ -195,9 +198,12 @@ class Draining:
         self.drain = process_drain or drain
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        # Once a request: the endpoint's own (mcp_urlpatterns) within the project's
+        # (get_asgi_application) passes it on.
+        if scope["type"] != "http" or COUNTED in scope:
             await self.app(scope, receive, send)
             return
+        scope[COUNTED] = True
         health = mcp_settings.HEALTH_CHECK_PATH
         if health is not None and scope.get("path") == health:
             await self._answer(send, 503 if self.drain.draining else 200,

@@ -90,9 +90,9 @@ class Config:
 
 
 class Server:
-    def __init__(self, config: Config, workdir: Path):
+    def __init__(self, config: Config, workdir: Path, port: int | None = None):
         self.config = config
-        self.port = free_port()
+        self.port = port or free_port()  # a port given: a process restarted where it ran
         self.log_path = workdir / f"{config.key}-{self.port}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **config.env}
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()

@@ -1,36 +1,60 @@
 #!/usr/bin/env python3
-"""Soak of the multi-process core: mixed traffic over 4 daphne processes behind a round-robin proxy.
+"""Fleet soak: mixed traffic of both eras over 4 daphne processes behind a round-robin proxy and 2
+Celery workers, while every web process is restarted in turn and a worker is killed now and then.
 
-    bench/soak                                  # 10 minutes; prints the report, exit 1 on any error
-    bench/soak --duration 60 --redis-url redis://127.0.0.1:6380/7
+    bench/soak                                  # 10 minutes; prints the report, exit 1 on any failure
+    bench/soak --duration 120 --restart-period 20 --kill-period 45 --redis-url redis://127.0.0.1:6380/7
 
 It starts four daphne processes of the demo project on PostgreSQL (``--postgres-url``, a database
 of the soak's own, dropped and created afresh) and Redis (``--redis-url``, a database index the
-run flushes first), the round-robin proxy of ``conformance/proxy.py`` in front of them (every
-HTTP request goes to the next process, so every session is served by all four), and a notifier
-process (the demo project, no HTTP) that sends resource updates and log broadcasts on demand, as a
-cron job or the admin would. Then ``--workers`` client tasks loop, until ``--duration`` is over, over
-a weighted mix of operations, each checked:
+run flushes first), two ``celery -A project worker`` processes (solo pool) on a Redis broker
+(``--broker-url``, by default the next database index, flushed too), the round-robin proxy of
+``conformance/proxy.py`` in front of the web processes (every HTTP request goes to the next one,
+so every session is served by all four; a stopped one is passed over), and a notifier process
+(the demo project, no HTTP) that sends resource updates and log broadcasts on demand, as a cron
+job or the admin would. Then ``--workers`` client tasks loop, until ``--duration`` is over, over a
+weighted mix of operations, each checked:
 
 - ``ping``, ``tools/list``, ``call`` (echo and add): the right result;
 - ``progress``: slow_count with a progress token, progress 1..n in order, then the result;
 - ``cancel``: slow_count cancelled (``notifications/cancelled``, POSTed on another connection, so
   to another process) half way: its stream ends and no response ever comes for it;
 - ``resume``: slow_count whose POST stream is dropped half way, resumed with a GET and
-  ``Last-Event-ID``: every progress exactly once across the two streams, and the result at the end;
+  ``Last-Event-ID``: every progress exactly once across the streams, and the result at the end;
 - ``listen``: a new session subscribes to a resource URI of its own and opens its GET stream; the
   notifier sends an update of that URI and a log message to every session; both must arrive on the
   stream, and a DELETE of the session must end it;
-- ``reopen``: DELETE of the worker's session (after which it is unknown: 404), and a new one.
+- ``reopen``: DELETE of the worker's session (after which it is unknown: 404), and a new one;
+- ``elicit``: confirm_action, whose elicitation/create the client answers (on another
+  connection): the tool's result says what the client answered;
+- ``background``: count_in_background (a Celery worker runs it) with progress, in the session;
+- ``modern``: 2026-07-28 requests (no session, the envelope in ``_meta``): echo and add;
+- ``task``: count_in_background as a task of the Tasks extension, polled with tasks/get (on any
+  process) until completed, whose result it carries;
+- ``modern listen``: ``subscriptions/listen`` for a URI of its own, the notifier's update of it
+  arriving on the stream.
 
-Every message the server sends is checked against the JSON schema of its revision (as the tests
-do, ``tests/wire.py``). Every operation has a deadline (``--op-timeout``), and so has the run.
-Each daphne process's resident memory (VmRSS) is read after a warm-up (10 % of the duration, at
-most 60 s), every tenth of the run, and at the end. The report: operations by kind (count,
-errors, p50/p99 latency), errors by kind with examples, and RSS per process (target: within 10 %).
-A traceback in a server's log counts as an error. The exit status is 1 when there was any error,
-with the tail of every server's log. ``--only resume`` (say) runs one kind of operation, to
-reproduce a failure. Network traffic goes to 127.0.0.1 only.
+Meanwhile (``soak_fleet.py``) a web process is restarted every ``--restart-period`` seconds, each
+in turn (SIGTERM: it drains; its exit awaited; the same command on the same port, awaited until it
+listens), and a worker is killed with SIGKILL every ``--kill-period`` seconds, each in turn, and
+started again. A client does what a client of a restarting fleet does: a request answered 503 by
+a draining process is sent again after its ``Retry-After``; a stream a draining process ends with a
+retry hint is resumed with ``Last-Event-ID`` (a listen stream opened again); a background call
+refused with 429 (the client's most queued) is sent again after its ``retryAfter``; each is noted.
+
+Every operation ends in one of three ways: its result (checked), an expected error (a background
+call or task whose worker the soak killed while it ran, ending with the -32603 docs/background.md
+promises), or a failure (anything else: a wrong or missing answer, a lost or repeated event, a
+message off the schema, no end within ``--op-timeout``). Every message the server sends is checked
+against the JSON schema of its revision (``tests/wire.py``). The resident memory (VmRSS) of every
+process, web and worker, is sampled per *generation* (each process started, first or after a
+restart): from the end of its own warm-up (``--warmup``, by default 10 % of the duration, at most
+60 s) to its stop or the end; each must stay within 10 % either way. The report: operations by
+kind and outcome (p50/p99/longest latency), the longest wait of all, what the fleet went through,
+memory per generation, and failures with examples. A traceback in a log, a process that died on its
+own, one that would not stop or start, or memory out of bounds are failures too. The exit status
+is 1 on any failure, with the tail of every log. ``--only resume`` (say) runs one kind of operation,
+to reproduce a failure. Network traffic goes to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -59,19 +83,40 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT))
 
 import rawhttp  # noqa: E402
-from rawhttp import INITIALIZE, INITIALIZED, PROTOCOL_VERSION, post_headers  # noqa: E402
-from run import HOST, Config, Server, free_port, reachable  # noqa: E402
+from rawhttp import ACCEPT_BOTH, INITIALIZE, INITIALIZED, MODERN_VERSION, PROTOCOL_VERSION, post_headers  # noqa: E402
+from run import HOST, free_port, reachable  # noqa: E402
+from soak_fleet import Fleet, chaos  # noqa: E402
 
 from tests.wire import WireError, check_server_message  # noqa: E402
 
 PROCESSES = 4
 DEFAULT_POSTGRES = os.environ.get("SOAK_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/mcp_soak")
 DEFAULT_REDIS = os.environ.get("SOAK_REDIS_URL", "redis://127.0.0.1:6379/7")
-EXPECTED_TOOLS = {"echo", "add", "slow_count", "confirm_action"}
-# Weights of the mix: cheap requests most, the streaming operations often enough to matter.
+EXPECTED_TOOLS = {"echo", "add", "slow_count", "confirm_action", "count_in_background"}
+# Weights of the mix: cheap requests most, the streaming operations often enough to matter. The
+# 2025-11-25 era first (a session each), then the 2026-07-28 era (no session).
 MIX = {"ping": 3, "tools/list": 2, "call": 3, "progress": 3, "cancel": 2, "resume": 2, "listen": 1,
-       "reopen": 1}
-RSS_TARGET = 0.10  # the growth from warm-up to end that the report calls flat
+       "reopen": 1, "elicit": 2, "background": 1,
+       "modern": 3, "task": 1, "modern listen": 1}
+SESSION_KINDS = {"ping", "tools/list", "call", "progress", "cancel", "resume", "listen", "reopen", "elicit",
+                 "background"}
+# What a client of a background call whose worker was killed gets (docs/background.md: -32603 at
+# most 4 heartbeats later): mcp_server.background.launch.WORKER_STOPPED; or, when the web process
+# holding the call's request stopped too before it noticed (a restart), the error of a stopped web
+# process, mcp_server.http.liveness.REQUEST_STOPPED. Neither can be imported here without setting
+# Django up; tests/test_soak.py checks they are the same.
+WORKER_STOPPED = "The worker running this call stopped before answering; send it again"
+REQUEST_STOPPED = "The server process serving this request stopped before answering; send it again"
+INTERNAL_ERROR = -32603
+TASKS = "io.modelcontextprotocol/tasks"
+MODERN_CLIENT = {"name": "soak", "version": "1.0"}
+SESSION_CAPABILITIES = {"elicitation": {"form": {}}}
+MAX_RESUMES = 8  # drains a stream may go through within one operation
+DRAIN_503_RETRIES = 10  # a request that reached a draining process (503) is sent again, this often
+# A background call refused while the client has the most queued or running (HTTP 429, its
+# JSON-RPC error's data saying when to retry) is sent again then, as a client does, this often.
+BUSY_RETRIES = 30
+BACKGROUND_KINDS = {"background", "task"}
 LOG_TAIL_LINES = 40
 MAX_CHUNKS_PER_STREAM = 10_000  # far more than any operation's stream carries
 
@@ -85,39 +130,80 @@ class Failure(Exception):
         self.detail = detail
 
 
+class Expected(Exception):
+    """An operation that ended with the JSON-RPC error the project documents for what the soak did
+    (a background call whose worker it killed): counted apart, not a failure."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 # HTTP ------------------------------------------------------------------------------------------
 @dataclass
 class Event:
     event_id: str | None
     message: Any  # the decoded ``data:`` JSON, None for an event with no data (a priming id)
+    retry: int | None = None  # an SSE retry hint (a draining process ends its streams with one)
 
 
-def checked(message: Any, method: str | None = None) -> Any:
+def checked(message: Any, method: str | None = None, revision: str = PROTOCOL_VERSION) -> Any:
     """``message`` once it is valid against the schema of its revision (``method``: the request
     it answers, whose result type is then checked too)."""
     try:
-        check_server_message(message, PROTOCOL_VERSION, method)
+        check_server_message(message, revision, method)
     except (WireError, KeyError, TypeError) as exc:
         raise Failure("a message not valid against the schema", str(exc)[:600]) from None
     return message
 
 
-def messages_of(answer: rawhttp.Response, method: str) -> list[Any]:
+def messages_of(answer: rawhttp.Response, method: str, revision: str = PROTOCOL_VERSION) -> list[Any]:
     """The checked messages of a whole response to a ``method`` request."""
-    return [checked(m, method if isinstance(m, dict) and "method" not in m else None)
+    return [checked(m, method if isinstance(m, dict) and "method" not in m else None, revision)
             for m in answer.messages()]
 
 
+def draining(status: int, headers: dict[str, str]) -> bool:
+    """The answer of a process that drains to a request that reached it anyway (drain.py)."""
+    return status == 503 and "retry-after" in headers and headers.get("connection", "").lower() == "close"
+
+
 class Connection(rawhttp.Connection):
-    """A keep-alive connection that can also read a response as it streams (SSE)."""
+    """A keep-alive connection that can also read a response as it streams (SSE). A request that
+    reaches a draining process (503, ``Retry-After``) is sent again after the delay, as a client
+    should; ``notes`` counts those."""
+
+    def __init__(self, host: str, port: int, notes: Counter):
+        super().__init__(host, port)
+        self.notes = notes
+
+    async def request(self, method: str, headers: dict[str, str] | None = None,
+                      body: bytes = b"") -> rawhttp.Response:
+        for _attempt in range(DRAIN_503_RETRIES):
+            answer = await super().request(method, headers, body)
+            if not draining(answer.status, answer.headers):
+                return answer
+            await self._wait_retry(answer.headers)
+        return answer
 
     async def begin(self, method: str, headers: dict[str, str],
                     body: bytes = b"") -> tuple[int, dict[str, str]]:
         """Send a request; read only the head of the response (its body is read by ``events``)."""
-        if self.writer is None:
-            await self.open()
-        self.writer.write(self._head(method, headers, body))
-        return await self.read_head()
+        for _attempt in range(DRAIN_503_RETRIES):
+            if self.writer is None:
+                await self.open()
+            self.writer.write(self._head(method, headers, body))
+            status, response_headers = await self.read_head()
+            if not draining(status, response_headers):
+                return status, response_headers
+            await self.body(response_headers)
+            await self._wait_retry(response_headers)
+        return status, response_headers
+
+    async def _wait_retry(self, headers: dict[str, str]) -> None:
+        self.notes["request answered 503 by a draining process, sent again"] += 1
+        self.close()
+        await asyncio.sleep(min(float(headers.get("retry-after", "1")), 2.0))
 
     async def body(self, headers: dict[str, str]) -> bytes:
         data = await self._read_body(headers)
@@ -125,7 +211,8 @@ class Connection(rawhttp.Connection):
             self.close()
         return data
 
-    async def events(self, headers: dict[str, str], method: str | None = None) -> AsyncIterator[Event]:
+    async def events(self, headers: dict[str, str], method: str | None = None,
+                     revision: str = PROTOCOL_VERSION) -> AsyncIterator[Event]:
         """The SSE events of the response being read, as they arrive, until its body ends; each
         message is checked against the schema (a response as one to ``method``)."""
         chunked = headers.get("transfer-encoding", "").lower() == "chunked"
@@ -150,7 +237,7 @@ class Connection(rawhttp.Connection):
                 if event is not None:
                     if event.message is not None:
                         responds = isinstance(event.message, dict) and "method" not in event.message
-                        checked(event.message, method if responds else None)
+                        checked(event.message, method if responds else None, revision)
                     yield event
         else:
             raise Failure("endless stream", f"more than {MAX_CHUNKS_PER_STREAM} chunks")
@@ -160,7 +247,7 @@ class Connection(rawhttp.Connection):
 
 def parse_event(block: bytes) -> Event | None:
     """One SSE event; None for a comment (``: keepalive``)."""
-    event_id, data, any_field = None, [], False
+    event_id, data, any_field, retry = None, [], False, None
     for line in block.decode().split("\n"):
         if not line or line.startswith(":"):
             continue
@@ -171,10 +258,35 @@ def parse_event(block: bytes) -> Event | None:
             event_id = value
         elif name == "data":
             data.append(value)
+        elif name == "retry" and value.isdigit():
+            retry = int(value)
     if not any_field:
         return None
     text = "\n".join(data)
-    return Event(event_id, json.loads(text) if text.strip() else None)
+    return Event(event_id, json.loads(text) if text.strip() else None, retry)
+
+
+def busy(error: Any) -> bool:
+    """A background call refused because its client has the most queued or running: retry later."""
+    return (isinstance(error, dict) and error.get("code") == -32600 and isinstance(error.get("data"), dict)
+            and "retryAfter" in error["data"])
+
+
+def modern_message(method: str, request_id: int, params: dict, capabilities: dict | None) -> dict:
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+            "io.modelcontextprotocol/clientInfo": MODERN_CLIENT}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+
+
+def modern_headers(message: dict) -> dict[str, str]:
+    """The headers a 2026-07-28 client sends with ``message`` (SEP-2243: method and name)."""
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT_BOTH,
+               "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": message["method"]}
+    name = {"tools/call": "name", "tasks/get": "taskId"}.get(message["method"])
+    if name is not None:
+        headers["Mcp-Name"] = str(message["params"][name])
+    return headers
 
 
 def session_headers(session_id: str) -> dict[str, str]:
@@ -320,6 +432,12 @@ class Stats:
     errors: Counter = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     notes: Counter = field(default_factory=Counter)  # retries and other things worth knowing
+    expected: Counter = field(default_factory=Counter)  # "kind: reason" of the expected errors
+    longest: tuple[float, str] = (0.0, "")  # the longest any operation took to end, and its kind
+
+    def ended(self, kind: str, seconds: float) -> None:
+        if seconds > self.longest[0]:
+            self.longest = (seconds, kind)
 
     def failed(self, kind: str, failure: Failure) -> None:
         key = f"{kind}: {failure.reason}"
@@ -330,12 +448,17 @@ class Stats:
 
 
 class Worker:
-    def __init__(self, index: int, port: int, notifier: Notifier, stats: Stats, args: argparse.Namespace):
+    def __init__(self, index: int, port: int, notifier: Notifier, stats: Stats, args: argparse.Namespace,
+                 fleet: Fleet | None = None):
         self.index, self.port, self.notifier, self.stats, self.args = index, port, notifier, stats, args
+        self.fleet = fleet
+        # Background calls and tasks in flight at once, over every client task: the server sees all
+        # of them as one principal, which may have MAX_BACKGROUND_CALLS_PER_PRINCIPAL (10) queued.
+        self.background_slots: asyncio.Semaphore | contextlib.nullcontext = contextlib.nullcontext()
         self.random = random.Random(args.seed * 1000 + index)
-        self.main = Connection(HOST, port)      # requests, and the streams of calls
-        self.side = Connection(HOST, port)      # what is sent while ``main`` streams (cancel)
-        self.listener = Connection(HOST, port)  # GET streams
+        self.main = Connection(HOST, port, stats.notes)      # requests, and the streams of calls
+        self.side = Connection(HOST, port, stats.notes)      # what is sent while ``main`` streams
+        self.listener = Connection(HOST, port, stats.notes)  # GET streams
         self.session_id: str | None = None
         self.request_ids = iter(range(1, 1 << 62))
         self.serial = 0
@@ -353,7 +476,8 @@ class Worker:
 
     # Protocol steps ------------------------------------------------------------------------
     async def open_session(self) -> str:
-        answer = await self.main.request("POST", post_headers(), json.dumps(INITIALIZE).encode())
+        initialize = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": SESSION_CAPABILITIES}}
+        answer = await self.main.request("POST", post_headers(), json.dumps(initialize).encode())
         session_id = answer.headers.get("mcp-session-id")
         replies = [m for m in messages_of(answer, "initialize") if response_to(m, INITIALIZE["id"])]
         if answer.status != 200 or not session_id or len(replies) != 1 or "result" not in replies[0]:
@@ -495,11 +619,30 @@ class Worker:
         if len(replies) != 1 or counted_text(replies[0].get("result")) != f"Counted to {count}":
             raise Failure("resume: the resumed stream did not end with the response", repr(replies)[:300])
 
+    async def listening(self, session_id: str, headers: dict[str, str] | None = None,
+                        last_event_id: str | None = None, method: str | None = None) -> AsyncIterator[Event]:
+        """The events of the session's GET stream (``headers``: one just opened), to its end; a
+        stream a draining process ends with a retry hint is resumed, with ``Last-Event-ID``, on
+        the process the proxy picks next, as a client does."""
+        for _attempt in range(MAX_RESUMES):
+            if headers is None:
+                headers = await self.open_listener(session_id, last_event_id)
+            hint = None
+            async for event in self.listener.events(headers, method):
+                last_event_id = event.event_id or last_event_id
+                hint = event.retry if event.retry is not None else hint
+                yield event
+            if hint is None:
+                return
+            self.stats.notes["stream ended by a draining process, resumed with Last-Event-ID"] += 1
+            headers = None
+            await asyncio.sleep(min(hint, 2000) / 1000)
+        raise Failure("stream: more drains than expected", f"{MAX_RESUMES} in one operation")
+
     async def resume(self, last_event_id: str, token: str, request_id: int) -> tuple[list[int], list[dict]]:
         """GET with ``Last-Event-ID`` to its end: the progress steps and the responses on it."""
-        headers = await self.open_listener(self.session_id, last_event_id)
         steps, replies = [], []
-        async for event in self.listener.events(headers, "tools/call"):
+        async for event in self.listening(self.session_id, last_event_id=last_event_id, method="tools/call"):
             if is_progress(event.message, token):
                 steps.append(event.message["params"]["progress"])
             elif response_to(event.message, request_id):
@@ -515,7 +658,7 @@ class Worker:
             await self.call("resources/subscribe", {"uri": uri}, session_id)
             await self.call("logging/setLevel", {"level": "info"}, session_id)
             headers = await self.open_listener(session_id)
-            events = self.listener.events(headers)
+            events = self.listening(session_id, headers)
             await self.notifier.send("update", uri)
             await self.notifier.send("log", text)
             wanted = {"update", "log"}
@@ -536,9 +679,14 @@ class Worker:
                 await self.delete_session(session_id)
             raise
         await self.delete_session(session_id)
-        async for event in events:  # the DELETE ends the stream, in whichever process holds it
-            if isinstance(event.message, dict) and "id" in event.message:
-                raise Failure("listen: unexpected message on the GET stream", repr(event.message)[:300])
+        try:
+            async for event in events:  # the DELETE ends the stream, in whichever process holds it
+                if isinstance(event.message, dict) and "id" in event.message:
+                    raise Failure("listen: unexpected message on the GET stream", repr(event.message)[:300])
+        except Failure as failure:
+            # A drain ended the stream just before the DELETE did: resumed, the session is gone.
+            if failure.reason != "GET stream: HTTP 404":
+                raise
         await events.aclose()
 
     async def op_reopen(self) -> None:
@@ -551,29 +699,226 @@ class Worker:
                           repr(answer.body[:300]))
         self.session_id = await self.open_session()
 
+
+    async def op_elicit(self) -> None:
+        """confirm_action: the server asks the client (elicitation/create on the call's stream);
+        the answer, POSTed on another connection, reaches whichever process the proxy picks."""
+        action, request_id = f"soak {self.token()}", self.next_id()
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": "confirm_action", "arguments": {"action": action}}}
+        status, headers = await self.main.begin("POST", post_headers(self.session_id),
+                                                json.dumps(message).encode())
+        if status != 200 or not headers.get("content-type", "").startswith("text/event-stream"):
+            raise Failure(f"confirm_action: HTTP {status}", repr((await self.main.body(headers))[:300]))
+        asked, replies = 0, []
+        async for event in self.main.events(headers, "tools/call"):
+            found = event.message if isinstance(event.message, dict) else {}
+            if found.get("method") == "elicitation/create" and "id" in found:
+                asked += 1
+                answer = {"jsonrpc": "2.0", "id": found["id"],
+                          "result": {"action": "accept", "content": {"confirm": True, "priority": "high"}}}
+                reply = await self.side.request("POST", post_headers(self.session_id),
+                                                json.dumps(answer).encode())
+                if reply.status != 202:
+                    raise Failure(f"elicitation answer: HTTP {reply.status}", repr(reply.body[:300]))
+            elif response_to(found, request_id):
+                replies.append(found)
+        if asked != 1 or len(replies) != 1:
+            raise Failure("elicit: wrong exchange", f"{asked} questions, replies {replies!r}"[:300])
+        if counted_text(replies[0].get("result")) != f"Done: {action} (priority high)":
+            raise Failure("elicit: wrong result", repr(replies[0])[:300])
+
+    async def wait_busy(self, body: bytes) -> None:
+        """The wait a refusal asks for (``retryAfter`` in its error's data) before the call is sent again."""
+        try:
+            delay = float(json.loads(body)["error"]["data"]["retryAfter"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise Failure("HTTP 429 without retryAfter", repr(body[:300])) from exc
+        self.stats.notes["background call refused (-32600: the client's most queued), sent again"] += 1
+        await asyncio.sleep(min(delay, 10.0))
+
+    def worker_death(self, error: Any, started: float) -> Expected | None:
+        """The documented end of a background call whose worker the soak killed, if it is one."""
+        documented = error in ({"code": INTERNAL_ERROR, "message": WORKER_STOPPED},
+                                {"code": INTERNAL_ERROR, "message": REQUEST_STOPPED})
+        if documented and self.fleet is not None and self.fleet.killed_during(started, time.monotonic()):
+            which = "worker" if error["message"] == WORKER_STOPPED else "web process"
+            return Expected(f"worker killed mid-call: -32603, '{which} stopped' (docs/background.md)")
+        return None
+
+    async def op_background(self) -> None:
+        """count_in_background in a session: run by a Celery worker, its progress and result on the
+        POST stream, written by the worker. Refused because the client has the most queued (429,
+        or the same JSON-RPC error on the stream), it is sent again after ``retryAfter``."""
+        for _attempt in range(BUSY_RETRIES):
+            busy = await self._background_once()
+            if busy is None:
+                return
+            await self.wait_busy(json.dumps(busy).encode())
+        raise Failure("background: refused as busy too often", f"{BUSY_RETRIES} times")
+
+    async def _background_once(self) -> dict | None:
+        count, token, request_id, started = 2, self.token(), self.next_id(), time.monotonic()
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": "count_in_background", "arguments": {"to": count},
+                              "_meta": {"progressToken": token}}}
+        status, headers = await self.main.begin("POST", post_headers(self.session_id),
+                                                json.dumps(message).encode())
+        if status == 429:
+            return json.loads(await self.main.body(headers))
+        if status != 200 or not headers.get("content-type", "").startswith("text/event-stream"):
+            raise Failure(f"count_in_background: HTTP {status}", repr((await self.main.body(headers))[:300]))
+        messages, last_event_id, hint = [], None, None
+        async for event in self.main.events(headers, "tools/call"):
+            last_event_id = event.event_id or last_event_id
+            hint = event.retry if event.retry is not None else hint
+            if event.message is not None:
+                messages.append(event.message)
+        if not any(response_to(m, request_id) for m in messages) and hint is not None:
+            # The web process relaying the worker's messages drained: the stream ended with a
+            # retry hint, and the call goes on; resumed elsewhere from the last id.
+            if last_event_id is None:
+                raise Failure("background: a stream ended with a retry hint but no event id")
+            self.stats.notes["background call's stream ended by a draining process, resumed"] += 1
+            resumed = self.listening(self.session_id, last_event_id=last_event_id, method="tools/call")
+            async for event in resumed:
+                if event.message is not None:
+                    messages.append(event.message)
+        steps = [m["params"].get("progress") for m in messages if is_progress(m, token)]
+        replies = [m for m in messages if response_to(m, request_id)]
+        if len(replies) != 1:
+            raise Failure("background: not one response", f"hint {hint}, last id {last_event_id}, "
+                                                           f"{messages[-3:]!r}"[:300])
+        if "error" in replies[0]:
+            if busy(replies[0]["error"]):
+                return replies[0]
+            expected = self.worker_death(replies[0]["error"], started)
+            if expected is not None:
+                raise expected
+            raise Failure(f"background: error {replies[0]['error'].get('code')}", repr(replies[0])[:300])
+        if steps != list(range(1, count + 1)) or counted_text(replies[0]["result"]) != f"Counted to {count}":
+            raise Failure("background: wrong progress or result", f"steps {steps}, {replies[0]!r}"[:300])
+        return None
+
+    # The 2026-07-28 era: no session; each request carries its envelope --------------------------
+    async def modern(self, method: str, params: dict, capabilities: dict | None = None) -> dict:
+        """One 2026-07-28 request on ``main``; its result (a JSON-RPC error is a failure)."""
+        for _attempt in range(BUSY_RETRIES):
+            request_id = self.next_id()
+            message = modern_message(method, request_id, params, capabilities)
+            answer = await self.main.request("POST", modern_headers(message), json.dumps(message).encode())
+            refused = answer.messages()[-1] if answer.status in (200, 429) and answer.body else {}
+            if not (isinstance(refused, dict) and busy(refused.get("error"))):
+                break
+            await self.wait_busy(answer.body)
+        if answer.status != 200 or "mcp-session-id" in answer.headers:
+            raise Failure(f"2026-07-28 {method}: HTTP {answer.status}", repr(answer.body[:300]))
+        replies = [m for m in messages_of(answer, method, MODERN_VERSION) if response_to(m, request_id)]
+        if len(replies) != 1:
+            raise Failure(f"2026-07-28 {method}: {len(replies)} responses", repr(answer.body[:300]))
+        if "error" in replies[0]:
+            raise Failure(f"2026-07-28 {method}: error {replies[0]['error'].get('code')}",
+                          repr(replies[0])[:300])
+        return replies[0]["result"]
+
+    async def op_modern(self) -> None:
+        text = f"modern {self.token()}"
+        result = await self.modern("tools/call", {"name": "echo", "arguments": {"message": text}})
+        if counted_text(result) != text:
+            raise Failure("modern echo: wrong result", repr(result)[:300])
+        a, b = self.random.randint(-1000, 1000), self.random.randint(-1000, 1000)
+        result = await self.modern("tools/call", {"name": "add", "arguments": {"a": a, "b": b}})
+        if result.get("structuredContent") != {"sum": a + b}:
+            raise Failure("modern add: wrong result", f"{a} + {b}: {result!r}"[:300])
+
+    async def op_task(self) -> None:
+        """count_in_background as a task (the Tasks extension): a handle at once, then tasks/get
+        (to whichever process) until it is done; the result comes with the last tasks/get."""
+        count, started, capabilities = 2, time.monotonic(), {"extensions": {TASKS: {}}}
+        created = await self.modern("tools/call", {"name": "count_in_background", "arguments": {"to": count}},
+                                    capabilities)
+        if created.get("resultType") != "task" or not created.get("taskId"):
+            raise Failure("task: no task handle", repr(created)[:300])
+        poll = min(created.get("pollIntervalMs", 500), 2000) / 1000
+        status = created
+        while status.get("status") in ("working", "input_required"):
+            await asyncio.sleep(poll)
+            status = await self.modern("tasks/get", {"taskId": created["taskId"]}, capabilities)
+        if status.get("status") == "failed":
+            expected = self.worker_death(status.get("error"), started)
+            if expected is not None:
+                raise expected
+        if status.get("status") != "completed" or counted_text(status.get("result")) != f"Counted to {count}":
+            raise Failure(f"task: {status.get('status')}", repr(status)[:300])
+
+    async def op_modern_listen(self) -> None:
+        """subscriptions/listen for a resource URI of its own; the notifier updates it; the update
+        must come. A draining process ends the stream with its response and a retry hint: the
+        client listens again (elsewhere) and the update is sent again, as listen streams keep no
+        history (docs/production.md, "Rolling restarts")."""
+        uri = f"demo://users/soak-{self.token()}/profile"
+        try:
+            for _attempt in range(MAX_RESUMES):
+                request_id = self.next_id()
+                message = modern_message("subscriptions/listen", request_id, {
+                    "notifications": {"resourceSubscriptions": [uri]}}, None)
+                status, headers = await self.listener.begin("POST", modern_headers(message),
+                                                            json.dumps(message).encode())
+                if status != 200 or not headers.get("content-type", "").startswith("text/event-stream"):
+                    raise Failure(f"listen (2026-07-28): HTTP {status}",
+                                  repr((await self.listener.body(headers))[:300]))
+                events = self.listener.events(headers, "subscriptions/listen", MODERN_VERSION)
+                first = await anext(events, None)
+                acknowledged = first is not None and isinstance(first.message, dict) and \
+                    first.message.get("method") == "notifications/subscriptions/acknowledged"
+                if not acknowledged:
+                    raise Failure("listen (2026-07-28): no acknowledgement", repr(first)[:300])
+                await self.notifier.send("update", uri)
+                async for event in events:
+                    found = event.message if isinstance(event.message, dict) else {}
+                    params = found.get("params", {})
+                    if found.get("method") == "notifications/resources/updated" and params.get("uri") == uri:
+                        await events.aclose()
+                        return  # the client stops listening: it closes the connection (finally)
+                    if response_to(found, request_id):
+                        break  # ended by a draining process: listen again
+                else:
+                    raise Failure("listen (2026-07-28): the stream ended with no response")
+                self.stats.notes["listen (2026-07-28) ended by a draining process, opened again"] += 1
+            raise Failure("listen (2026-07-28): more drains than expected")
+        finally:
+            self.listener.close()
+
     # The loop ------------------------------------------------------------------------------
     async def run(self, deadline: float) -> None:
         operations: dict[str, Callable[[], Awaitable[None]]] = {
             "ping": self.op_ping, "tools/list": self.op_tools_list, "call": self.op_call,
             "progress": self.op_progress, "cancel": self.op_cancel, "resume": self.op_resume,
-            "listen": self.op_listen, "reopen": self.op_reopen,
+            "listen": self.op_listen, "reopen": self.op_reopen, "elicit": self.op_elicit,
+            "background": self.op_background, "modern": self.op_modern, "task": self.op_task,
+            "modern listen": self.op_modern_listen,
         }
         kinds = self.args.only or list(MIX)
         weights = [MIX[kind] for kind in kinds]
         try:
             while time.monotonic() < deadline:
-                if self.session_id is None:
+                kind = self.random.choices(kinds, weights)[0]
+                operation = operations[kind]
+                if self.session_id is None and kind in SESSION_KINDS:
                     kind, operation = "open", self._open
-                else:
-                    kind = self.random.choices(kinds, weights)[0]
-                    operation = operations[kind]
-                started = time.monotonic()
-                try:
-                    await asyncio.wait_for(operation(), self.args.op_timeout)
-                    self.stats.latencies[kind].append(time.monotonic() - started)
-                except Exception as exc:  # a broken connection, a malformed answer: counted too
-                    self.stats.failed(kind, as_failure(exc, self.args.op_timeout))
-                    await self._start_afresh()
+                slot = self.background_slots if kind in BACKGROUND_KINDS else contextlib.nullcontext()
+                async with slot:  # waiting for a slot is the soak's, not the server's: not timed
+                    started = time.monotonic()
+                    try:
+                        await asyncio.wait_for(operation(), self.args.op_timeout)
+                        self.stats.latencies[kind].append(time.monotonic() - started)
+                    except Expected as outcome:
+                        self.stats.expected[f"{kind}: {outcome.reason}"] += 1
+                        self.close_connections()
+                    except Exception as exc:  # a broken connection, a malformed answer: counted too
+                        self.stats.failed(kind, as_failure(exc, self.args.op_timeout))
+                        await self._start_afresh()
+                    self.stats.ended(kind, time.monotonic() - started)
         finally:
             self.close_connections()
         if self.session_id is not None:  # on a fresh connection
@@ -674,68 +1019,46 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-class Memory:
-    """VmRSS samples of each daphne process; a process that died has no more samples."""
-
-    def __init__(self, servers: list[Server]):
-        self.servers = servers
-        self.samples: dict[int, list[int]] = {server.pid: [] for server in servers}
-
-    def sample(self) -> None:
-        for server in self.servers:
-            if server.process.poll() is None:
-                self.samples[server.pid].append(server.rss_bytes())
-
-    def change(self, server: Server) -> float | None:
-        found = self.samples[server.pid]
-        return (found[-1] - found[0]) / found[0] if found else None
-
-    def rows(self) -> list[str]:
-        lines = ["| daphne process | RSS after warm-up MiB | RSS at end MiB | change | peak sampled MiB |",
-                 "|---|---:|---:|---:|---:|"]
-        for index, server in enumerate(self.servers, 1):
-            found = self.samples[server.pid]
-            alive = server.process.poll() is None
-            end = f"{found[-1] / 2**20:.1f}" if alive and found else "(died)"
-            change = f"{self.change(server):+.1%}" if alive and found else ""
-            start = f"{found[0] / 2**20:.1f}" if found else ""
-            peak = f"{max(found) / 2**20:.1f}" if found else ""
-            lines.append(f"| {index} (pid {server.pid}) | {start} | {end} | {change} | {peak} |")
-        return lines
-
-    def verdict(self) -> str:
-        grown = [f"process {index} {self.change(server):+.1%}" for index, server in enumerate(self.servers, 1)
-                 if (self.change(server) or 0.0) > RSS_TARGET]
-        if grown:
-            return f"RSS: grew more than {RSS_TARGET:.0%}: {', '.join(grown)}"
-        return f"RSS: flat within {RSS_TARGET:.0%} in every process"
-
-
-def report(stats: Stats, memory: Memory, elapsed: float, args: argparse.Namespace,
+def report(stats: Stats, fleet: Fleet, elapsed: float, args: argparse.Namespace,
            proxy_line: str) -> list[str]:
-    lines = [f"Soak of {time.strftime('%Y-%m-%d %H:%M')} UTC: {len(memory.servers)} daphne processes behind "
-             f"the round-robin proxy, {args.workers} workers, {elapsed:.0f} s of traffic, "
-             f"{os.cpu_count()} cores.",
-             "", "| operation | done | errors | p50 ms | p99 ms |", "|---|---:|---:|---:|---:|"]
+    lines = [f"Soak of {time.strftime('%Y-%m-%d %H:%M')} UTC: {PROCESSES} daphne processes behind "
+             f"the round-robin proxy, {len(fleet.workers)} Celery workers, {args.workers} client tasks, "
+             f"{elapsed:.0f} s of traffic, {os.cpu_count()} cores; a web process restarted every "
+             f"{args.restart_period:g} s ({fleet.restarts} restarts), a worker killed every "
+             f"{args.kill_period:g} s ({len(fleet.kills)} kills).",
+             "", "| operation | result | expected error | failure | p50 ms | p99 ms | longest ms |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     errors_by_kind: Counter = Counter()
     for key, count in stats.errors.items():
         errors_by_kind[key.split(": ", 1)[0]] += count
-    for kind in ["open", *MIX, "final DELETE"]:
+    expected_by_kind: Counter = Counter()
+    for key, count in stats.expected.items():
+        expected_by_kind[key.split(": ", 1)[0]] += count
+    for kind in ["open", *MIX, "final DELETE", "server", "fleet"]:
         done = stats.latencies.get(kind, [])
-        if not done and not errors_by_kind[kind]:
+        if not done and not errors_by_kind[kind] and not expected_by_kind[kind]:
             continue
         p50 = f"{percentile(done, 0.5) * 1000:,.0f}" if done else ""
         p99 = f"{percentile(done, 0.99) * 1000:,.0f}" if done else ""
-        lines.append(f"| {kind} | {len(done):,} | {errors_by_kind[kind]} | {p50} | {p99} |")
+        longest = f"{max(done) * 1000:,.0f}" if done else ""
+        lines.append(f"| {kind} | {len(done):,} | {expected_by_kind[kind]} | {errors_by_kind[kind]} | "
+                     f"{p50} | {p99} | {longest} |")
     total = sum(len(v) for v in stats.latencies.values())
-    lines.append(f"| all | {total:,} | {sum(stats.errors.values())} | | |")
-    lines += ["", *memory.rows()]
+    lines.append(f"| all | {total:,} | {sum(stats.expected.values())} | {sum(stats.errors.values())} | | | |")
+    lines += ["", f"Longest wait for any operation to end: {stats.longest[0]:.1f} s "
+                  f"({stats.longest[1] or '-'}; "
+                  f"bound {args.op_timeout:g} s)"]
+    lines += ["", "What the fleet went through:", *fleet.incident_lines()]
+    lines += ["", *fleet.memory_rows()]
     if proxy_line:
         lines += ["", proxy_line]
     if stats.notes:
-        lines += [""] + [f"Note: {note}: {count}" for note, count in stats.notes.items()]
+        lines += [""] + [f"Note: {note}: {count}" for note, count in sorted(stats.notes.items())]
+    if stats.expected:
+        lines += ["", "Expected errors:"]
+        lines += [f"- {key}: {count}" for key, count in stats.expected.most_common()]
     if stats.errors:
-        lines += ["", "Errors by kind:"]
+        lines += ["", "Failures by kind:"]
         for key, count in stats.errors.most_common():
             lines.append(f"- {key}: {count}")
             lines += [f"    e.g. {example}" for example in stats.examples[key]]
@@ -743,26 +1066,37 @@ def report(stats: Stats, memory: Memory, elapsed: float, args: argparse.Namespac
 
 
 # Main ------------------------------------------------------------------------------------------
-async def drive(args: argparse.Namespace, proxy_port: int, memory: Memory, notifier: Notifier,
+async def drive(args: argparse.Namespace, proxy_port: int, fleet: Fleet, notifier: Notifier,
                 stats: Stats) -> float:
-    """Run the workers for the duration, sampling memory; returns the elapsed time."""
+    """Run the workers for the duration, the restarts and kills meanwhile, sampling memory;
+    returns the elapsed time."""
     started = time.monotonic()
     deadline = started + args.duration
-    workers = [Worker(index, proxy_port, notifier, stats, args) for index in range(args.workers)]
+    workers = [Worker(index, proxy_port, notifier, stats, args, fleet) for index in range(args.workers)]
+    slots = asyncio.Semaphore(args.background_calls)
+    for worker in workers:
+        worker.background_slots = slots
     tasks = [asyncio.create_task(worker.run(deadline)) for worker in workers]
-    warmup = min(60.0, args.duration / 10)
-    interval = args.duration / 10
-    next_sample = started + warmup
-    while next_sample < deadline and not all(task.done() for task in tasks):
-        await asyncio.wait(tasks, timeout=max(0.0, next_sample - time.monotonic()))
-        if time.monotonic() >= next_sample:
-            memory.sample()
-            next_sample += interval
-    await asyncio.wait(tasks)  # the operations under way at the deadline finish (each bounded)
+    disorder = asyncio.create_task(chaos(fleet, deadline, args.restart_period, args.kill_period))
+    interval = min(10.0, args.duration / 20)
+    while not all(task.done() for task in tasks):
+        await asyncio.wait(tasks, timeout=interval)
+        fleet.sample()
     for task in tasks:
         task.result()  # a bug in the soak itself surfaces here
-    memory.sample()
+    try:
+        await disorder
+    except Exception as exc:  # a process that would not start again
+        stats.failed("fleet", Failure("restart or kill failed", repr(exc)[:300]))
+    fleet.sample()
     return time.monotonic() - started
+
+
+def default_broker(redis_url: str) -> str:
+    """The Redis database after the soak's own, as the Celery broker."""
+    parts = urlsplit(redis_url)
+    index = int(parts.path.lstrip("/") or 0)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{index + 1}", parts.query, ""))
 
 
 def main() -> int:
@@ -771,6 +1105,17 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=16, help="concurrent client tasks (16)")
     parser.add_argument("--op-timeout", type=float, default=60.0,
                         help="seconds an operation may take before it counts as an error (60)")
+    parser.add_argument("--restart-period", type=float, default=90.0,
+                        help="seconds between two web process restarts, each process in turn; 0: none (90)")
+    parser.add_argument("--kill-period", type=float, default=120.0,
+                        help="seconds between two SIGKILLs of a Celery worker, each in turn; 0: none (120)")
+    parser.add_argument("--celery-workers", type=int, default=2, help="Celery worker processes (2)")
+    parser.add_argument("--background-calls", type=int, default=6,
+                        help="background calls and tasks in flight at once over all client tasks, which "
+                             "the server sees as one principal (at most 10 queued by default) (6)")
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="seconds after its start before a process's memory is sampled "
+                             "(10%% of the duration, at most 60)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the mix (1)")
     parser.add_argument("--only", nargs="+", choices=list(MIX), metavar="KIND",
                         help=f"only these operations (to reproduce a failure): {', '.join(MIX)}")
@@ -778,77 +1123,95 @@ def main() -> int:
                         help="a database of the soak's own, dropped and created afresh (mcp_soak)")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS,
                         help="a Redis database the run flushes (index 7 of the local Redis)")
+    parser.add_argument("--broker-url", default=None,
+                        help="the Celery broker, a Redis database the run flushes "
+                             "(the one after --redis-url)")
+    parser.add_argument("--no-flush", action="store_true",
+                        help="leave both Redis databases as they are (the caller emptied them)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (server logs)")
     parser.add_argument("--notifier", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.notifier:
         asyncio.run(notifier_main())
         return 0
-    if args.duration <= 0 or args.workers < 1 or args.op_timeout <= 0:
-        parser.error("--duration, --workers and --op-timeout must be positive")
-    for url, port in ((args.postgres_url, 5432), (args.redis_url, 6379)):
+    if args.duration <= 0 or args.workers < 1 or args.op_timeout <= 0 or args.celery_workers < 1 \
+            or args.background_calls < 1:
+        parser.error("--duration, --workers, --op-timeout, --celery-workers and --background-calls "
+                     "must be positive")
+    if args.restart_period < 0 or args.kill_period < 0:
+        parser.error("--restart-period and --kill-period must be 0 (none) or positive")
+    warmup = args.warmup if args.warmup is not None else min(60.0, args.duration / 10)
+    broker = args.broker_url or default_broker(args.redis_url)
+    for url, port in ((args.postgres_url, 5432), (args.redis_url, 6379), (broker, 6379)):
         if not reachable(url, port):
             print(f"bench/soak: {url} is unreachable", file=sys.stderr)
             return 2
 
     fresh_database(args.postgres_url)
-    flush_redis(args.redis_url)
+    if not args.no_flush:
+        flush_redis(args.redis_url)
+        flush_redis(broker)
     workdir = Path(tempfile.mkdtemp(prefix="mcp-soak-"))
-    # A machine of the benchmark's own: the demo's development key is fine there.
+    # A machine of the benchmark's own: the demo's development key is fine there. The web
+    # processes and the workers share every setting (the broker, so that background tools run on
+    # the workers).
     settings = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0", "DJANGO_DEVELOPMENT": "1",
-                "DATABASE_URL": args.postgres_url, "REDIS_URL": args.redis_url}
+                "DATABASE_URL": args.postgres_url, "REDIS_URL": args.redis_url, "CELERY_BROKER_URL": broker,
+                "MCP_MAX_SESSIONS_PER_PRINCIPAL": "none"}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **settings}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env,
                    check=True)
     daphne = [sys.executable, "-m", "daphne", "-v", "0", "-b", HOST, "-p", "{port}",
               "project.asgi:application"]
-    servers: list[Server] = []
+    fleet = Fleet(workdir, env, daphne, settings, warmup)
     proxy: Proxy | None = None
     stats = Stats()
     proxy_line = ""
     try:
-        for index in range(1, PROCESSES + 1):
-            config = Config(f"daphne-{index}", f"daphne {index}", "ours", "stateful", daphne, settings)
-            servers.append(Server(config, workdir))
-        proxy = Proxy([server.port for server in servers], workdir / "proxy.log")
+        fleet.start_web(PROCESSES)
+        fleet.start_workers(args.celery_workers)
+        proxy = Proxy(fleet.web_ports(), workdir / "proxy.log")
         notifier = Notifier(env, workdir / "notifier.log")
-        print(f"bench/soak: {PROCESSES} daphne processes (pids {', '.join(str(s.pid) for s in servers)}), "
-              f"proxy on {HOST}:{proxy.port}, {args.workers} workers for {args.duration:g} s; "
-              f"logs in {workdir}", file=sys.stderr)
-
-        memory = Memory(servers)
+        print(f"bench/soak: {PROCESSES} daphne processes (ports {fleet.web_ports()}), {args.celery_workers} "
+              f"Celery workers, proxy on {HOST}:{proxy.port}, {args.workers} client tasks for "
+              f"{args.duration:g} s; logs in {workdir}", file=sys.stderr)
 
         async def run() -> float:
             await notifier.start()
             try:
-                return await drive(args, proxy.port, memory, notifier, stats)
+                return await drive(args, proxy.port, fleet, notifier, stats)
             finally:
                 await notifier.stop()
 
         elapsed = asyncio.run(run())
-        dead = [s for s in servers if s.process.poll() is not None]
-        for server in dead:
-            stats.failed("server", Failure("process died",
-                                           f"{server.config.label}: exit {server.process.returncode}"))
-        for server in servers:
-            found = tracebacks(server.log_path)
+        for problem in fleet.problems:
+            stats.failed("fleet", Failure("a process would not stop or start", problem))
+        for death in fleet.died():
+            stats.failed("server", Failure("process died", death))
+        for path in fleet.logs():
+            found = tracebacks(path)
             if found:
-                stats.failed("server", Failure("traceback in the log", f"{server.config.label}: {found}"))
+                stats.failed("server", Failure("traceback in the log", f"{path.name}: {found}"))
                 stats.errors["server: traceback in the log"] += found - 1
         proxy_line = proxy.stop()
         proxy = None
-        lines = report(stats, memory, elapsed, args, proxy_line)
-        lines += ["", f"errors: {sum(stats.errors.values())} (target 0)", memory.verdict()]
+        lines = report(stats, fleet, elapsed, args, proxy_line)
+        flat, verdict = fleet.memory_verdict()
+        if not flat:
+            stats.failed("memory", Failure("RSS out of bounds", verdict))
+        lines += ["", f"outcomes: {sum(len(v) for v in stats.latencies.values())} results, "
+                      f"{sum(stats.expected.values())} expected errors, "
+                      f"{sum(stats.errors.values())} failures "
+                      f"(target 0)", verdict]
         print("\n".join(lines))
         if stats.errors:
-            for path in [s.log_path for s in servers] + [workdir / "notifier.log", workdir / "proxy.log"]:
+            for path in [*fleet.logs(), workdir / "notifier.log", workdir / "proxy.log"]:
                 print(f"\n--- tail of {path.name} ---\n{tail(path)}", file=sys.stderr)
         return 1 if stats.errors else 0
     finally:
         if proxy is not None:
             proxy.stop()
-        for server in servers:
-            server.stop()
+        fleet.stop()
         if args.keep or stats.errors:
             print(f"logs kept in {workdir}", file=sys.stderr)
         else:

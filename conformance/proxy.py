@@ -9,7 +9,16 @@ forwarded on a new upstream connection; the response, streamed as it comes (SSE)
 byte for byte, and the client connection stays open for its next request. A client that goes
 away mid-response closes the upstream connection, so the server sees the disconnect.
 
-``--log FILE`` appends one line per request: ``<upstream index> <method> <path> <session id>``.
+A request goes to the next upstream when the one chosen refuses the connection (a stopped
+process, as nginx's ``proxy_next_upstream error`` does) or closes it before any byte of a response
+(a process that began to drain as the request reached it: it closes the connections it has not
+started to serve). nginx retries the second kind only for idempotent methods; this proxy retries
+POSTs too, which is safe for a draining process (it answers every request it started) but would
+run a request twice on a process killed mid-request before it answered: the soak kills none.
+502 only when every upstream failed so.
+
+``--log FILE`` appends one line per request, once an upstream answers it:
+``<upstream index> <method> <path> <session id>``.
 Standard library only.
 """
 
@@ -133,12 +142,26 @@ async def copy_body(reader: Reader, writer: asyncio.StreamWriter, headers: list[
     return False
 
 
+class Collector:
+    """A writer that keeps what is written (a request's body, read before an upstream is chosen)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    async def drain(self) -> None:
+        return None
+
+
 class Proxy:
     def __init__(self, upstreams: list[tuple[str, int]], log_path: str | None):
         self.upstreams = upstreams
         self.turn = itertools.cycle(range(len(upstreams)))
         self.log = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115
-        self.counts = [0] * len(upstreams)
+        self.counts = [0] * len(upstreams)  # requests each upstream answered
+        self.skipped = [0] * len(upstreams)  # requests it refused or closed unanswered
 
     async def serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         client = Reader(client_reader)
@@ -158,38 +181,53 @@ class Proxy:
             return False
         request_line, headers = parse_head(head)
         method, path = [*request_line.split(" "), "", ""][:2]
-        index = next(self.turn)
-        self.counts[index] += 1
-        if self.log:
-            self.log.write(f"{index} {method} {path} {header(headers, 'mcp-session-id') or '-'}\n")
-        host, port = self.upstreams[index]
-        try:
-            up_reader_raw, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
-        except (OSError, TimeoutError):
-            client_writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-            await client_writer.drain()
-            return False
-        upstream = Reader(up_reader_raw)
-        try:
-            # One request per upstream connection; the Host header is kept (DNS-rebinding checks).
-            kept = [(k, v) for k, v in headers if k not in ("connection", "keep-alive")]
-            up_writer.write(
-                (request_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in kept)
-                 + "connection: close\r\n\r\n").encode("latin-1")
-            )
-            await copy_body(client, up_writer, headers, until_close=False)
-            return await self.relay_response(client, client_writer, upstream, method,
-                                             client_wants_close(request_line, headers))
-        finally:
-            up_writer.close()
-            with contextlib.suppress(Exception):
-                await up_writer.wait_closed()
+        # The body is read whole first, so that the request can go to another upstream when the
+        # one chosen turns out to be stopped.
+        body = Collector()
+        await copy_body(client, body, headers, until_close=False)
+        # One request per upstream connection; the Host header is kept (DNS-rebinding checks).
+        kept = [(k, v) for k, v in headers if k not in ("connection", "keep-alive")]
+        request = (request_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in kept)
+                   + "connection: close\r\n\r\n").encode("latin-1") + bytes(body.data)
+        for _attempt in range(len(self.upstreams)):
+            index = next(self.turn)
+            host, port = self.upstreams[index]
+            try:
+                up_reader_raw, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
+            except (OSError, TimeoutError):
+                self.skipped[index] += 1  # a stopped process (restarting): the next one
+                continue
+            upstream = Reader(up_reader_raw)
+            try:
+                try:
+                    up_writer.write(request)
+                    await up_writer.drain()
+                    first = await upstream.head()
+                except (OSError, ProtocolError):
+                    first = None
+                if first is None:
+                    # Closed before any byte of a response: a process that stopped as the request
+                    # reached it (its listening socket closing) served nothing; the next one does.
+                    self.skipped[index] += 1
+                    continue
+                self.counts[index] += 1
+                if self.log:
+                    self.log.write(f"{index} {method} {path} {header(headers, 'mcp-session-id') or '-'}\n")
+                return await self.relay_response(client, client_writer, upstream, method,
+                                                 client_wants_close(request_line, headers), first)
+            finally:
+                up_writer.close()
+                with contextlib.suppress(Exception):
+                    await up_writer.wait_closed()
+        client_writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        await client_writer.drain()
+        return False
 
     async def relay_response(self, client: Reader, client_writer: asyncio.StreamWriter,
-                             upstream: Reader, method: str, client_close: bool) -> bool:
+                             upstream: Reader, method: str, client_close: bool, first: bytes) -> bool:
         # Watch the client while the response streams: if it goes away, stop (closing upstream).
         watcher = asyncio.ensure_future(client.reader.read(CHUNK))
-        relay = asyncio.ensure_future(self._relay(client_writer, upstream, method))
+        relay = asyncio.ensure_future(self._relay(client_writer, upstream, method, first))
         try:
             done, _ = await asyncio.wait({watcher, relay}, return_when=asyncio.FIRST_COMPLETED)
             if relay not in done:
@@ -216,9 +254,11 @@ class Proxy:
             if not relay.done():
                 relay.cancel()
 
-    async def _relay(self, client_writer: asyncio.StreamWriter, upstream: Reader, method: str) -> bool:
+    async def _relay(self, client_writer: asyncio.StreamWriter, upstream: Reader, method: str,
+                     head: bytes | None) -> bool:
         while True:
-            head = await upstream.head()
+            if head is None:
+                head = await upstream.head()
             if head is None:
                 raise ProtocolError("upstream closed without a response")
             status_line, headers = parse_head(head)
@@ -233,6 +273,7 @@ class Proxy:
             )
             await client_writer.drain()
             if 100 <= status < 200:
+                head = None
                 continue  # an interim response; the real one follows
             if no_body:
                 return True
@@ -269,7 +310,8 @@ async def main(argv: list[str] | None = None) -> None:
     print(f"proxy on {args.host}:{args.port} -> {upstreams} (round robin per request)", flush=True)
     async with server:
         await stop.wait()
-    print(f"proxy: requests per upstream {proxy.counts}", file=sys.stderr, flush=True)
+    print(f"proxy: requests per upstream {proxy.counts}, passed on to the next one {proxy.skipped}",
+          file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

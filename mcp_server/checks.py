@@ -201,6 +201,27 @@ def check_asgi_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     return errors
 
 
+@checks.register()
+def check_drain_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """DRAIN_TIMEOUT and HEALTH_CHECK_PATH, read when a process is told to stop and by the health
+    check: a wrong value would show only then."""
+    import re
+
+    errors: list[checks.CheckMessage] = []
+    timeout = mcp_settings.DRAIN_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < 1e6:
+        errors.append(checks.Error(f"MCP_SERVER['DRAIN_TIMEOUT'] must be a number of seconds, 0 or more, "
+                                   f"not {timeout!r}", id="mcp_server.E080"))
+    path = mcp_settings.HEALTH_CHECK_PATH
+    if path is not None and (not isinstance(path, str) or not path.startswith("/") or len(path) < 2
+                             or re.search(r"[\s?#%\x00-\x1f\x7f]", path)
+                             or path == mcp_settings.ENDPOINT_PATH):
+        errors.append(checks.Error(
+            f"MCP_SERVER['HEALTH_CHECK_PATH'] must be None or a plain path of its own starting with "
+            f"'/', such as '/healthz' (not the endpoint's), not {path!r}", id="mcp_server.E081"))
+    return errors
+
+
 RUNSERVER_HINT = (
     'List "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = "mysite.asgi.application" '
     "(the asgi.py whose application is mcp_server.asgi.get_asgi_application()); or serve the "

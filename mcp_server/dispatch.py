@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import CancelledError
@@ -19,7 +20,7 @@ from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUN
 
 from . import log_context, ports
 from .context import ServerContext
-from .errors import AnsweredElsewhere, MissingCapabilityError
+from .errors import DATABASE_UNAVAILABLE, AnsweredElsewhere, MissingCapabilityError
 from .handlers import declares
 
 if TYPE_CHECKING:
@@ -287,6 +288,9 @@ def _response(ctx: ServerContext, outcome: _Outcome, cancelled: bool) -> dict | 
         return jsonrpc.response(ctx.request_id, outcome.result)
     if isinstance(error, MCPError):
         return jsonrpc.error_from(ctx.request_id, error)
+    if isinstance(error, OperationalError | InterfaceError):
+        # Its session row or call record could not be read or written: worth trying again.
+        return jsonrpc.error_response(ctx.request_id, INTERNAL_ERROR, DATABASE_UNAVAILABLE)
     return jsonrpc.error_response(ctx.request_id, INTERNAL_ERROR, "Internal error")
 
 

@@ -28,6 +28,10 @@ __all__ = [
     "ValidationError",
 ]
 
+# What a request that needed the database gets while it does not answer (a restart, a failover):
+# the HTTP transport's 503 says the same, and on a response stream already open, its JSON-RPC error.
+DATABASE_UNAVAILABLE = "Service Unavailable: the database does not answer; try again later"
+
 
 class ResourceNotFoundError(InvalidParamsError):
     """A ``resources/read`` for a URI nobody serves: -32602 carrying the URI (SEP-2164)."""

@@ -126,6 +126,13 @@ DEFAULTS: dict[str, Any] = {
     # Seconds between each process's heartbeats in the shared state. A process that misses them
     # for 3 intervals is dead: its requests get an error and its streams can be reopened.
     "PROCESS_HEARTBEAT_INTERVAL": 5,
+    # Seconds a web process told to stop (SIGTERM) lets its requests in flight finish before it
+    # ends them as its death would (docs/production.md, "Rolling restarts"). Its listening streams
+    # end at once, with an SSE retry hint: their clients resume on another process.
+    "DRAIN_TIMEOUT": 30,
+    # The path of the health check a load balancer polls, served by mcp_server.asgi's application
+    # in every process: 200 while it serves, 503 once it drains (None: no health check).
+    "HEALTH_CHECK_PATH": "/healthz",
 
     # Fair share: what one client may hold at once (None: no limit). Past a limit the client gets
     # HTTP 429 with Retry-After (docs/production.md, "Limits").
@@ -162,7 +169,9 @@ DEFAULTS: dict[str, Any] = {
     # it does at the credential's expiry. None: no checks; streams end at their token's expiry.
     "STREAM_CREDENTIAL_CHECK_INTERVAL": 60,
     # Redis for the state every process must share (which process holds which stream); None
-    # keeps it in process memory, right for one process only.
+    # keeps it in process memory, right for one process only. A primary that Redis Sentinel
+    # manages: redis+sentinel://sentinel-1:26379,sentinel-2:26379/mymaster/0 (the sentinels, the
+    # service name they monitor, the database), asked again after a failover (docs/production.md).
     "REDIS_URL": None,
     # Seconds a Redis command may take; past it the request gets 503 and the connection is
     # replaced (reconnecting with backoff), so a Redis that stops answering stalls nothing.
@@ -170,7 +179,8 @@ DEFAULTS: dict[str, Any] = {
     # A dict: the stores talk to Redis through redis-py, Redis.from_url(REDIS_URL, **REDIS_OPTIONS)
     # (TLS certificates, say), instead of the faster built-in client.
     "REDIS_OPTIONS": None,
-    # Dotted path of factory(REDIS_URL) -> redis.asyncio.Redis (Sentinel, say); also redis-py.
+    # Dotted path of factory(REDIS_URL) -> redis.asyncio.Redis (any client redis-py can make);
+    # also redis-py.
     "REDIS_CLIENT_FACTORY": None,
     # Dotted paths of the shared state and event store classes; None: Redis ones with REDIS_URL,
     # else process memory and database rows. See site.build_stores for how they are called.

@@ -118,23 +118,33 @@ def build_transport(server: Server) -> StreamableHTTPTransport:
 
 
 def build_redis_clients() -> Any:
-    """The Redis connections of the stores: the built-in pipelined client, or redis-py's when
-    ``REDIS_OPTIONS`` or ``REDIS_CLIENT_FACTORY`` is set."""
+    """The Redis connections of the stores: the built-in pipelined client (through the sentinels
+    of a ``redis+sentinel://`` URL), or redis-py's when ``REDIS_OPTIONS`` or
+    ``REDIS_CLIENT_FACTORY`` is set."""
     from .http.redis_client import RedisClients
+    from .http.redis_sentinel_client import SentinelRedisClients
     from .http.redispy_client import RedisPyClients
+    from .redis_sentinel import is_sentinel_url
+    from .redis_sentinel import parse as parse_sentinel_url
 
     s = mcp_settings
     timeout = _redis_command_timeout()
     if s.REDIS_OPTIONS is not None and not isinstance(s.REDIS_OPTIONS, dict):
         raise ImproperlyConfigured(f"MCP_SERVER['REDIS_OPTIONS'] must be a dict of redis-py options, "
                                    f"not {type(s.REDIS_OPTIONS).__name__}")
+    sentinel = is_sentinel_url(s.REDIS_URL) and s.REDIS_CLIENT_FACTORY is None
+    if sentinel:
+        try:
+            parse_sentinel_url(s.REDIS_URL)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"MCP_SERVER['REDIS_URL']: {exc}") from exc
     if s.REDIS_OPTIONS is not None or s.REDIS_CLIENT_FACTORY is not None:
         if s.REDIS_OPTIONS is not None and s.REDIS_CLIENT_FACTORY is not None:
             raise ImproperlyConfigured("MCP_SERVER sets both REDIS_OPTIONS and REDIS_CLIENT_FACTORY: "
                                        "the factory makes the client, so the options would be ignored")
         return RedisPyClients(s.REDIS_URL, timeout, options=s.REDIS_OPTIONS,
                               factory=s.REDIS_CLIENT_FACTORY)
-    return RedisClients(s.REDIS_URL, timeout)
+    return (SentinelRedisClients if sentinel else RedisClients)(s.REDIS_URL, timeout)
 
 
 def _redis_command_timeout() -> float:

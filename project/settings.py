@@ -5,6 +5,7 @@ With no other configuration it runs on the embedded default: SQLite and the in-m
 ``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
 ``CELERY_BROKER_URL`` runs background tools on Celery workers (``celery -A project worker``);
 ``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom);
+``MCP_DATABASE_POOL=N`` gives each process a pool of at most N PostgreSQL connections;
 ``MCP_PROTECTED=1`` makes the endpoint require a token of the demo's own authorization server, with
 ``MCP_PUBLIC_URL`` the origin clients reach the demo at (default ``http://127.0.0.1:8000``).
 """
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from mcp_server.redis_sentinel import cache_backend, celery_broker, channel_layer_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -90,7 +93,26 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    # A server that cannot be reached (a failover in progress, a host gone) fails the request in
+    # seconds (503) instead of waiting for TCP to give up; DATABASE_URL's ?connect_timeout= wins.
+    options.setdefault("connect_timeout", 5)
+    # MCP_DATABASE_POOL=N: Django's connection pool (psycopg_pool, `pip install psycopg[pool]`),
+    # at most N connections per process, kept open and checked before each use (so one that a
+    # restart killed is replaced). A request waits at most 5 s for one, then gets 503: while the
+    # server is down, requests fail in that time rather than at the pool's default 30 s.
+    # A Celery worker's children each open their own (docs/production.md, "PostgreSQL").
+    if os.environ.get("MCP_DATABASE_POOL"):
+        size = os.environ["MCP_DATABASE_POOL"]
+        if not size.isdigit() or int(size) < 1:
+            raise ImproperlyConfigured(f"MCP_DATABASE_POOL is a number of connections (1 or more), "
+                                       f"not {size!r}")
+        size = int(size)
+        options["pool"] = {"min_size": min(2, size), "max_size": size, "timeout": 5}
+elif os.environ.get("MCP_DATABASE_POOL"):
+    raise ImproperlyConfigured("MCP_DATABASE_POOL needs PostgreSQL (DATABASE_URL=postgres://...)")
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so test servers in other processes see the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {
@@ -105,6 +127,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# A redis:// URL, or redis+sentinel://sentinel-1:26379,sentinel-2:26379/mymaster/0 for a primary
+# that Redis Sentinel manages (the channel layer, the cache, the stores and a Celery broker of that
+# form all ask the sentinels where it is: docs/production.md, "Redis Sentinel").
 REDIS_URL = os.environ.get("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -113,11 +138,10 @@ if REDIS_URL:
             # A process channel carries every cancel, answer and delivery for that process.
             # The socket timeout must outlast the layer's 5 s blocking read (BZPOPMIN): redis-py 8
             # made it 5 s by default, and every idle receive then fails (channels_redis #422).
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 10_000},
+            "CONFIG": {"hosts": [channel_layer_host(REDIS_URL, socket_timeout=15)], "capacity": 10_000},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL}}
+    CACHES = {"default": cache_backend(REDIS_URL)}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -126,6 +150,12 @@ else:
 # the background run in the web process (MCP_SERVER["BACKGROUND_CALLS"]). A worker must reach the
 # web processes: it needs REDIS_URL too. A broker is Redis (redis://...) or RabbitMQ (amqp://...).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
+if CELERY_BROKER_URL:
+    # redis+sentinel://... becomes kombu's sentinel:// transport and its master_name. Celery reads
+    # the CELERY_BROKER_URL environment variable before this setting: it gets the same URL.
+    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_broker(CELERY_BROKER_URL)
+    if "CELERY_BROKER_URL" in os.environ:
+        os.environ["CELERY_BROKER_URL"] = CELERY_BROKER_URL
 # Background calls are at most once: a task is acknowledged when a worker takes it, and one that a
 # worker lost is not run again (docs/background.md).
 CELERY_TASK_ACKS_LATE = False

@@ -64,11 +64,12 @@ def rabbitmq_queue() -> Iterator[dict]:
 
 class CeleryWorker(ChildProcess):
     """One ``celery -A project worker`` process (the solo pool: the task runs in the process
-    itself, so killing the process kills the call), started with the test settings."""
+    itself, so killing the process kills the call), started with the test settings; with
+    ``prefork=N``, Celery's default pool of N child processes instead."""
 
     def __init__(self, *, broker_url: str, redis_url: str, mcp_settings_json: str = "{}",
                  settings_module: str = "tests.http_settings", name: str = "worker",
-                 env: dict | None = None):
+                 env: dict | None = None, prefork: int = 0):
         self.name = name
         self.log_path = Path(f"/tmp/mcp-celery-{os.getpid()}-{name}-{id(self)}.log")
         inherited = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
@@ -84,7 +85,8 @@ class CeleryWorker(ChildProcess):
         }
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool=solo",
+            [sys.executable, "-m", "celery", "-A", "project", "worker",
+             *(["--pool=prefork", f"--concurrency={prefork}"] if prefork else ["--pool=solo"]),
              "--loglevel=info", "--without-gossip", "--without-mingle", "--without-heartbeat",
              f"--hostname={name}-{id(self)}@%h"],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,

@@ -160,7 +160,7 @@ class RedisLease:
 @contextlib.contextmanager
 def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
             redis_port: int | None = None, env: dict | None = None,
-            wait: bool = True) -> Iterator[list[DaphneServer]]:
+            wait: bool = True, server: str = "daphne") -> Iterator[list[DaphneServer]]:
     """``count`` daphne processes on one database and one (freshly flushed) Redis database (of
     the Redis on ``redis_port``: one a test started, say); ``env`` adds to their environment.
 
@@ -168,7 +168,8 @@ def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
     :class:`RedisLease`); one a test started is its own, and may be flushed on purpose.
 
     ``wait=False``: given as soon as they are started, so that another process (a Celery worker)
-    starts meanwhile; the caller then waits with :func:`listening`."""
+    starts meanwhile; the caller then waits with :func:`listening`. ``server``: the ASGI server
+    they run (``"uvicorn"``, say; see :class:`DaphneServer`)."""
     lease = RedisLease(redis_db) if redis_port in (None, REDIS_PORT) else None
     if lease is not None:
         lease.acquire()
@@ -180,7 +181,7 @@ def cluster(count: int, *, redis_db: int, mcp_settings: dict | None = None,
     try:
         # Started side by side: each spends its first seconds importing Django.
         for _ in range(count):
-            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env, wait=False))
+            servers.append(DaphneServer(mcp_settings=mcp_settings, env=env, wait=False, server=server))
         if wait:
             listening(servers)
         yield servers
@@ -328,3 +329,33 @@ def cluster_fixture(redis_db: int, count: int = 2, **options: Any) -> Any:
             yield servers
 
     return processes
+
+
+class CallInBackground:
+    """A ``tools/call`` POSTed on a thread; its events arrive on ``events`` as they come."""
+
+    def __init__(self, client: HTTPClient, url: str, request_id: int, name: str, arguments: dict,
+                 meta: dict | None = None):
+        self.client = twin(client, url)
+        self.client.answers = {}
+        self.request_id = request_id
+        self.events: list[Event] = []
+        self.exchange = None
+        self.error: BaseException | None = None
+        params = {"name": name, "arguments": arguments, **({"_meta": meta} if meta else {})}
+        self._thread = threading.Thread(target=self._run, args=(url, params), daemon=True)
+        self._thread.start()
+
+    def _run(self, url: str, params: dict) -> None:
+        try:
+            self.exchange = self.client.request("tools/call", params, request_id=self.request_id, url=url,
+                                                on_event=self.events.append)
+        except httpx.HTTPError as exc:  # the process died under it
+            self.error = exc
+
+    def event(self, predicate) -> Event | None:
+        return next((event for event in list(self.events) if predicate(event)), None)
+
+    def join(self) -> None:
+        self._thread.join(15)
+        assert not self._thread.is_alive()

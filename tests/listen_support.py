@@ -31,6 +31,7 @@ class ListenStream:
         check_client_message(self.request, REVISION)
         self.messages: queue.Queue[dict | None] = queue.Queue()
         self.status: int | None = None
+        self.retry: int | None = None  # the last SSE retry hint the stream carried
         self.opened = threading.Event()
         self._http = httpx.Client(timeout=httpx.Timeout(PATIENCE, read=None))
         self._response: httpx.Response | None = None
@@ -48,6 +49,8 @@ class ListenStream:
                 self.status = response.status_code
                 self.opened.set()
                 for event in iter_events(response):
+                    if event.retry is not None:
+                        self.retry = event.retry
                     if event.message is not None:
                         check_server_message(event.message, REVISION)
                         self.messages.put(event.message)

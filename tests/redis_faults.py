@@ -1,6 +1,7 @@
 """Redis failures made on purpose: a Redis of the test's own on a free port (to flush or stop
-without touching anyone else's), and a loopback TCP proxy in front of it that stops forwarding on
-demand while keeping every connection open, as a Redis that hangs does.
+without touching anyone else's), a loopback TCP proxy in front of it that stops forwarding on
+demand while keeping every connection open, as a Redis that hangs does, and a primary with a
+replica and three sentinels, for failovers.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .http_harness import free_port, stop_process
 from .services import reachable, require
@@ -20,14 +22,16 @@ from .services import reachable, require
 class RedisServer:
     """``redis-server`` on a free loopback port, with no persistence; stopped by :meth:`stop`."""
 
-    def __init__(self, tmp_path: Path, port: int | None = None):
+    def __init__(self, tmp_path: Path, port: int | None = None, replica_of: int | None = None):
         binary = shutil.which("redis-server")
         require(binary is not None, "needs redis-server installed to start a Redis of the test's own")
         self.port = port or free_port()
         self.log_path = tmp_path / f"redis-{self.port}.log"
+        # ``replica_of``: a replica of the Redis on that loopback port.
+        replication = ["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else []
         self.process = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(tmp_path), "--logfile", str(self.log_path)],
+             "--dir", str(tmp_path), "--logfile", str(self.log_path), *replication],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
         )
         from .http_cluster import wait_until
@@ -148,3 +152,107 @@ def pausable_proxy(target_port: int) -> Iterator[PausableProxy]:
         yield proxy
     finally:
         proxy.close()
+
+
+SERVICE_NAME = "mcp-primary"
+
+
+class SentinelGroup:
+    """A primary, a replica of it and three sentinels watching them, each ``redis-server`` on a
+    free loopback port, with no persistence. The sentinels see the primary down after
+    ``down_after_ms`` and promote the replica; :meth:`url` is the ``redis+sentinel://`` URL of the
+    group. Stopped by :meth:`stop`."""
+
+    def __init__(self, tmp_path: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000,
+                 lagging: bool = False):
+        # ``lagging``: the replica follows the primary through a PausableProxy (``self.link``), so
+        # that pausing it leaves the replica without what the primary receives meanwhile.
+        self.tmp_path = tmp_path
+        self.primary = RedisServer(tmp_path)
+        self.link = PausableProxy(self.primary.port) if lagging else None
+        self.replica = RedisServer(tmp_path, replica_of=self.link.port if self.link else self.primary.port)
+        self.sentinels: list[subprocess.Popen] = []
+        self.sentinel_ports: list[int] = []
+        self.down_after_ms = down_after_ms
+        try:
+            for _ in range(3):
+                self._start_sentinel(down_after_ms, failover_timeout_ms)
+            from .http_cluster import wait_until
+
+            wait_until(self._ready, 60, "the replica to be in sync and the sentinels to know each other")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_sentinel(self, down_after_ms: int, failover_timeout_ms: int) -> None:
+        port = free_port()
+        config = self.tmp_path / f"sentinel-{port}.conf"  # rewritten by the sentinel as it learns
+        config.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {self.tmp_path}\n"
+            f"logfile {self.tmp_path / f'sentinel-{port}.log'}\n"
+            f"sentinel monitor {SERVICE_NAME} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {SERVICE_NAME} {down_after_ms}\n"
+            f"sentinel failover-timeout {SERVICE_NAME} {failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {SERVICE_NAME} 1\n")
+        self.sentinels.append(subprocess.Popen([shutil.which("redis-server"), str(config), "--sentinel"],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        self.sentinel_ports.append(port)
+
+    def sentinel_client(self, index: int = 0):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.sentinel_ports[index], decode_responses=True,
+                           socket_timeout=2)
+
+    def _ready(self) -> bool:
+        import redis
+
+        try:
+            with self.replica.client() as replica:
+                if replica.info("replication").get("master_link_status") != "up":
+                    return False
+            for index in range(len(self.sentinels)):
+                with self.sentinel_client(index) as sentinel:
+                    if len(sentinel.sentinel_sentinels(SERVICE_NAME)) != 2 or \
+                            not sentinel.sentinel_slaves(SERVICE_NAME):
+                        return False
+                    sentinel.execute_command("SENTINEL CKQUORUM", SERVICE_NAME)
+        except (redis.ConnectionError, redis.ResponseError):
+            return False
+        return True
+
+    def primary_port(self) -> int | None:
+        """The port of the primary a majority of the sentinels name now (None: no majority)."""
+        import redis
+
+        ports = []
+        for index in range(len(self.sentinels)):
+            with contextlib.suppress(redis.RedisError), self.sentinel_client(index) as sentinel:
+                address = sentinel.sentinel_get_master_addr_by_name(SERVICE_NAME)
+                if address:
+                    ports.append(int(address[1]))
+        for port in set(ports):
+            if ports.count(port) >= 2:
+                return port
+        return None
+
+    def url(self, db: int = 0) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{SERVICE_NAME}/{db}"
+
+    def stop(self) -> None:
+        for process in self.sentinels:
+            stop_process(process)
+        self.replica.stop()
+        self.primary.stop()
+        if self.link is not None:
+            self.link.close()
+
+
+@contextlib.contextmanager
+def sentinel_group(tmp_path: Path, **options: Any) -> Iterator[SentinelGroup]:
+    group = SentinelGroup(tmp_path, **options)
+    try:
+        yield group
+    finally:
+        group.stop()

@@ -13,6 +13,7 @@ import datetime
 import json
 import queue
 import re
+import signal
 import threading
 from typing import Any
 
@@ -360,3 +361,71 @@ def test_a_call_cancelled_while_queued_never_runs():
                        what="the request's id to be released")
         assert client.request("ping", request_id=81, url=b.url).response == {
             "jsonrpc": "2.0", "id": 81, "result": {}}
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_call_queued_when_its_web_process_stops_runs_once_a_worker_takes_it(stop):
+    """No queued call is lost with the web process that received it: it stops (SIGTERM, it
+    drains; or SIGKILL) before any worker took the call; the client resumes the stream on the
+    other process, and the worker that comes later runs the call once and answers there."""
+    require_services()
+    broker_db = 2
+    env = {"CELERY_BROKER_URL": redis_broker(broker_db)}
+    with cluster(2, redis_db=1, mcp_settings=SETTINGS, env=env) as (a, b):
+        client = new_session(b.url)
+        call = CallStream(client, a.url, 85, {"steps": 1})
+        with redis_client(broker_db) as broker:  # no worker yet: the task waits in the queue
+            wait_until(lambda: broker.llen("celery") == 1, what="the call's task to be queued")
+        assert call_of(client).state == State.QUEUED
+        # The client has an id to resume from (the stream's priming event) before the process stops.
+        wait_until(lambda: any(event.id is not None for event in call.received), what="the stream's first id")
+
+        a.process.send_signal(getattr(signal, stop))
+        before = ends(call)
+        a.process.wait(PATIENCE)
+        assert answers_to(before, 85) == []
+        resumed = open_stream(client, b.url, last_event_id=last_id(before))
+        with worker_on(1, env) as worker:
+            after = ends(resumed)
+        [answer] = answers_to(after, 85)
+        check_server_message(answer, client.revision, "tools/call")
+        assert json.loads(answer["result"]["content"][0]["text"])["pid"] == worker.process.pid, worker.log
+        record = call_of(client)
+        assert (record.state, record.attempts) == (State.COMPLETED, 1)
+
+
+# Warm shutdown ------------------------------------------------------------------------------------
+def test_a_worker_told_to_stop_finishes_its_call_and_runs_none_twice(gate):
+    """SIGTERM is Celery's warm shutdown: the call the worker runs finishes and its result reaches
+    the client, the worker starts no other call, and the call queued behind it runs once, on the
+    next worker (at most once: docs/production.md, "Rolling restarts and load balancers")."""
+    require_services()
+    env = {"CELERY_BROKER_URL": redis_broker(4)}
+    with cluster(1, redis_db=3, mcp_settings=SETTINGS, env=env, wait=False) as (a,), \
+            worker_on(3, env) as stopping:
+        listening([a])
+        client = new_session(a.url)
+        first = CallStream(client, a.url, 91, {"steps": 1, "gate": str(gate), "after_gate": 1})
+        until_progress(first)
+        second = CallStream(client, a.url, 92, {"steps": 1})
+        calls = ToolCall.objects.filter(session_id=client.session_id)
+        queued = wait_until(lambda: calls.filter(request_id=92).first(), what="the second call's record")
+        assert queued.state == State.QUEUED
+
+        stopping.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: "warm shutdown" in stopping.log.lower(), what="the worker's warm shutdown")
+        gate.touch()
+        ends(first)
+        [answer] = answers_to(first.received, 91)
+        assert json.loads(answer["result"]["content"][0]["text"])["pid"] == stopping.process.pid
+        assert progress_of(first.received) == [1, 2]
+        assert stopping.process.wait(PATIENCE) == 0, stopping.log
+        queued.refresh_from_db()
+        assert (queued.state, queued.started_at, queued.attempts) == (State.QUEUED, None, 0), stopping.log
+
+        with worker_on(3, env) as taking_over:
+            ends(second)
+            [answer] = answers_to(second.received, 92)
+            assert json.loads(answer["result"]["content"][0]["text"])["pid"] == taking_over.process.pid
+        ran = [(call.state, call.attempts) for call in calls.order_by("created_at")]
+        assert ran == [(State.COMPLETED, 1), (State.COMPLETED, 1)]

@@ -12,7 +12,6 @@ import json
 import threading
 import uuid
 
-import httpx
 import pytest
 
 from mcp_server import Server
@@ -33,6 +32,7 @@ from .http_cluster import (
     LEASE_KEY,
     REDIS_HOST,
     REDIS_PORT,
+    CallInBackground,
     RedisLease,
     cluster,
     ends,
@@ -41,7 +41,6 @@ from .http_cluster import (
     open_stream,
     redis_client,
     require_services,
-    twin,
     wait_until,
 )
 from .http_harness import Event, HTTPClient
@@ -313,35 +312,6 @@ HEARTBEAT = 1.0
 # because a claim lapsed (a stream's claim lives 2 keepalives + 5 s, a request's 80 minutes).
 KEEPALIVE = 60
 GENEROUS = 45.0  # every wait for a death to be noticed (the bound is 4 heartbeats: 4 s)
-
-
-class CallInBackground:
-    """A ``tools/call`` POSTed on a thread; its events arrive on ``events`` as they come."""
-
-    def __init__(self, client: HTTPClient, url: str, request_id: int, name: str, arguments: dict):
-        self.client = twin(client, url)
-        self.client.answers = {}
-        self.request_id = request_id
-        self.events: list[Event] = []
-        self.exchange = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(url, name, arguments), daemon=True)
-        self._thread.start()
-
-    def _run(self, url: str, name: str, arguments: dict) -> None:
-        try:
-            self.exchange = self.client.request("tools/call", {"name": name, "arguments": arguments},
-                                                request_id=self.request_id, url=url,
-                                                on_event=self.events.append)
-        except httpx.HTTPError as exc:  # the process died under it
-            self.error = exc
-
-    def event(self, predicate) -> Event | None:
-        return next((event for event in list(self.events) if predicate(event)), None)
-
-    def join(self) -> None:
-        self._thread.join(15)
-        assert not self._thread.is_alive()
 
 
 def is_stopped_error(message: dict, request_id: int) -> bool:

@@ -297,3 +297,46 @@ async def test_a_response_that_cannot_be_stored_still_reaches_the_listening_clie
         assert reply.messages[-1]["more_body"] is False
     finally:
         await transport.close()
+
+
+class NothingStored(DatabaseEventStore):
+    """Fails as a Redis that stopped answering (a failover under way) on every event."""
+
+    async def append(self, session_id, stream, message, level=""):
+        raise RedisUnavailable("the event store does not answer")
+
+
+async def test_progress_that_cannot_be_stored_still_reaches_the_listening_client(
+        transactional_db, short_lived_connections):
+    server = Server("unstored-progress")
+
+    @server.tool
+    async def work(server_context: ServerContext) -> str:
+        for step in (1, 2):
+            await server_context.report_progress(step, 2, f"step {step}")
+        return "done"
+
+    transport = StreamableHTTPTransport(server, event_store=NothingStored())
+    app = transport.as_asgi()
+    try:
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}})
+        session_id = (await call_asgi(app, "POST", post_headers(), [init.encode()])
+                      ).header(b"mcp-session-id").decode()
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "work", "arguments": {}, "_meta": {"progressToken": "p"}}}
+        check_client_message(call, "2025-11-25")
+        reply = await call_asgi(app, "POST", post_headers(
+            session_id, **{"mcp-protocol-version": "2025-11-25"}), [json.dumps(call).encode()])
+        assert reply.start["status"] == 200
+        sent = [json.loads(line[5:]) for line in reply.body.decode().splitlines()
+                if line.startswith("data:") and line[5:].strip()]
+        for message in sent:
+            check_server_message(message, "2025-11-25")
+        # Every step, unstored (so with no event id to resume from), then the response.
+        assert [message["params"]["progress"] for message in sent[:-1]] == [1, 2]
+        assert sent[-1]["result"]["content"][0]["text"] == "done"
+        ids = [line for line in reply.body.decode().splitlines() if line.startswith("id:")]
+        assert len(ids) == 1  # the priming event's alone
+    finally:
+        await transport.close()

@@ -558,7 +558,9 @@ def test_every_setting_is_covered_here():
                "BACKGROUND_CALL_QUEUE_TIMEOUT",
                # tests/test_telemetry_*.py, tests/test_audit*.py, tests/test_redaction.py.
                "TELEMETRY", "AUDIT", "AUDIT_RETENTION_DAYS", "AUDIT_BATCH_SIZE", "AUDIT_FLUSH_INTERVAL",
-               "REDACTED_KEYS", "REDACTION_POLICY"}
+               "REDACTED_KEYS", "REDACTION_POLICY",
+               # tests/test_rolling_restart.py.
+               "DRAIN_TIMEOUT", "HEALTH_CHECK_PATH"}
     assert covered == set(DEFAULTS)
 
 

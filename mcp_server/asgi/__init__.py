@@ -20,18 +20,21 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..http.daphne import (
     cut_off_slow_daphne_readers,
+    drain_daphne_on_shutdown,
     refuse_oversized_daphne_bodies,
     skip_daphne_form_parsing,
 )
+from ..http.drain import Draining, chain_sigterm, drain
 from ..settings import mcp_settings
 from .body_limit import BodyLimit
 from .endpoint import SessionAuth, protected_resource_metadata_app, session_auth, streamable_http_app
 from .static import StaticFiles, serves_static
 
-__all__ = ["BodyLimit", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers", "endpoint_path",
-           "get_asgi_application", "install_daphne_hooks", "mcp_urlpatterns",
-           "protected_resource_metadata_app", "refuse_oversized_daphne_bodies", "serves_static",
-           "session_auth", "skip_daphne_form_parsing", "streamable_http_app"]
+__all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
+           "drain_daphne_on_shutdown", "endpoint_path", "get_asgi_application", "install_daphne_hooks",
+           "lifespan", "mcp_urlpatterns", "protected_resource_metadata_app",
+           "refuse_oversized_daphne_bodies", "serves_static", "session_auth", "skip_daphne_form_parsing",
+           "streamable_http_app"]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 
@@ -55,11 +58,12 @@ def endpoint_path() -> str:
 
 def install_daphne_hooks(path: str) -> None:
     """Under daphne: no form parsing of POST bodies, an oversized body to ``path`` refused while it
-    arrives, and slow readers cut off (see ``mcp_server.http.daphne``). Nothing under any other
-    server; once per process."""
+    arrives, slow readers cut off, and a drain on SIGTERM (see ``mcp_server.http.daphne``).
+    Nothing under any other server; once per process."""
     skip_daphne_form_parsing()
     refuse_oversized_daphne_bodies(path)
     cut_off_slow_daphne_readers()
+    drain_daphne_on_shutdown()
 
 
 def mcp_urlpatterns(path: str | None = None) -> list[Any]:
@@ -71,7 +75,8 @@ def mcp_urlpatterns(path: str | None = None) -> list[Any]:
         })
 
     ``path`` (default ``MCP_SERVER["ENDPOINT_PATH"]``) serves the default server, its body limited
-    (``MAX_REQUEST_BYTES``) and the session cookie's user known; ``/.well-known/
+    (``MAX_REQUEST_BYTES``), the session cookie's user known, and its requests waited for (or
+    refused) when the process drains (:class:`Draining`); ``/.well-known/
     oauth-protected-resource`` and below serve its Protected Resource Metadata. Under daphne, its
     hooks are installed. Call it once Django is set up.
     """
@@ -80,27 +85,33 @@ def mcp_urlpatterns(path: str | None = None) -> list[Any]:
     path = endpoint_path() if path is None else path
     install_daphne_hooks(path)
     return [
-        re_path(rf"^{re.escape(path.lstrip('/'))}$", BodyLimit(session_auth(streamable_http_app()))),
+        re_path(rf"^{re.escape(path.lstrip('/'))}$",
+                Draining(BodyLimit(session_auth(streamable_http_app())))),
         re_path(rf"^{re.escape(METADATA_PREFIX.lstrip('/'))}(?:/.*)?$",
                 protected_resource_metadata_app(path)),
     ]
 
 
 async def lifespan(scope: dict, receive: Any, send: Any) -> None:
-    """ASGI lifespan: nothing to start or stop (each process starts its runtime on its first
-    request), answered so that uvicorn and hypercorn do not report it unsupported."""
+    """ASGI lifespan (uvicorn, hypercorn): at startup, SIGTERM is set to start this process's
+    drain before the server's own handler runs (``mcp_server.http.drain``); at shutdown, a drain
+    begun ends (the process's runtime stops). Each process starts its runtime on its first request."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            chain_sigterm()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            if drain.started:  # SIGTERM: the server waited for the drain's connections already
+                await drain.wait()
             await send({"type": "lifespan.shutdown.complete"})
             return
 
 
 def get_asgi_application(django_app: Any = None) -> Any:
     """The project's whole ASGI application: :func:`mcp_urlpatterns`, then the static files when
-    :func:`serves_static`, then ``django_app`` (default: Django's own, which sets Django up)."""
+    :func:`serves_static`, then ``django_app`` (default: Django's own, which sets Django up);
+    with the health check and the drain on SIGTERM (:class:`Draining`, :func:`lifespan`)."""
     import django
     from django.apps import apps
 
@@ -116,6 +127,6 @@ def get_asgi_application(django_app: Any = None) -> Any:
 
     site = StaticFiles(django_app) if serves_static() else django_app
     return ProtocolTypeRouter({
-        "http": URLRouter([*mcp_urlpatterns(), re_path(r"", site)]),
+        "http": Draining(URLRouter([*mcp_urlpatterns(), re_path(r"", site)])),
         "lifespan": lifespan,
     })

@@ -86,7 +86,11 @@ class AuditWriter:
 
     def _run(self) -> None:
         # The thread keeps its database connection between batches (a connection per batch
-        # would cost more than the rows), and closes it when the writer stops.
+        # would cost more than the rows), and closes it when the writer stops. A connection of
+        # Django's pool goes back to it after each batch instead: kept, it would hold one of the
+        # pool's few places for good, and getting it again costs nothing.
+        connection = connections[router.db_for_write(AuditRecord)]
+        pooled = getattr(connection, "pool", None) is not None
         try:
             while not self._stopped:
                 self._bell.acquire(timeout=self.interval)  # rung early when a batch is full
@@ -94,6 +98,8 @@ class AuditWriter:
                     return
                 if self._pending:
                     self.flush()
+                    if pooled:
+                        connection.close()
         finally:
             connections.close_all()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -13,6 +14,7 @@ import time
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc, methods
 from mcp_protocol.cancellation import Cancellation, CancelledError
@@ -26,9 +28,15 @@ from ..telemetry import metrics
 from . import records
 from .task_hooks import TaskHooks
 
+logger = logging.getLogger("mcp_server.background")
+
 # Seconds between two looks at the call's cancel flag (and writes of its progress) while it runs:
 # a cancel set on the record reaches the tool's ``cancelled()`` within this.
 WATCH_INTERVAL = 0.5
+# The database away (a restart, a failover): the call runs on, and its end waits this long at most
+# for the database to take its final state, before the call ends with the database's error.
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+FINISH_PATIENCE = 60.0
 
 
 def time_limit() -> float | None:
@@ -129,10 +137,11 @@ async def execute(ctx: BackgroundContext, tool: Tool, arguments: dict) -> dict:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-        await _write_progress(ctx)
+        with contextlib.suppress(*DATABASE_ERRORS):  # the final state below matters, not this
+            await _write_progress(ctx)
         if ctx.cancellation.cancelled and ctx.stopped_at_limit is None:
             state, response = records.State.CANCELLED, None
-        await records.finish(ctx.call_id, state, response, error)
+        await _finish(ctx.call_id, state, response, error)
         metrics.background_call_ran(tool.name, state, time.perf_counter() - began)
         if ctx.task is not None:
             await ctx.task.changed(ctx.call_id, ctx.task_transport)
@@ -144,12 +153,37 @@ async def _watch(ctx: BackgroundContext, limit: float | None) -> None:
     while not ctx.cancellation.cancelled:
         await asyncio.sleep(WATCH_INTERVAL if deadline is None
                             else max(0.0, min(WATCH_INTERVAL, deadline - loop.time())))
-        await _write_progress(ctx)
-        if await records.cancel_requested(ctx.call_id):
+        try:
+            await _write_progress(ctx)
+            cancel = await records.cancel_requested(ctx.call_id)
+        except DATABASE_ERRORS as exc:
+            # The tool runs on: its progress is written, and its cancel flag read, at a next look.
+            logger.warning("background call %s: its record cannot be read or written: %s", ctx.call_id, exc)
+            cancel = False
+        if cancel:
             ctx.cancellation.cancel("cancelled")
         elif deadline is not None and loop.time() >= deadline:
             ctx.stopped_at_limit = limit
             ctx.cancellation.cancel(f"it ran past BACKGROUND_CALL_TIME_LIMIT ({limit:g} s)")
+
+
+async def _finish(call_id: str, state: str, response: dict | None, error: str) -> None:
+    """The call's final state on its record, tried again while the database does not answer, for
+    up to :data:`FINISH_PATIENCE`: a record left running would count against its principal's limit
+    and show in admin as running. Its client waits for the answer meanwhile."""
+    deadline = time.monotonic() + FINISH_PATIENCE
+    delay = 0.25
+    while True:
+        try:
+            await records.finish(call_id, state, response, error)
+            return
+        except DATABASE_ERRORS as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("background call %s ended %s; its record cannot be written yet (next attempt in "
+                           "%g s): %s", call_id, state, delay, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 async def _write_progress(ctx: BackgroundContext) -> None:

@@ -48,11 +48,19 @@ async def run_again(transport: StreamableHTTPTransport, call: ToolCall) -> bool:
 async def settle_stopped_request(transport: StreamableHTTPTransport, session_id: str,
                                  request_id: Any) -> bool:
     """The process serving a request died: whether its client gets its error now. Not when it is a
-    background call that a live worker has started meanwhile (the worker answers it), or one
-    queued again (an idempotent tool's); otherwise its record ends failed."""
+    background call still queued on the broker or started by a live worker meanwhile (a worker
+    answers it on its stream), or one queued again (an idempotent tool's); otherwise its record
+    ends failed."""
     call = await records.of_request(session_id, request_key(request_id))
     if call is None or call.finished:
         return call is None
+    if call.state == records.State.QUEUED and call.delivery == "stream" and celery_enabled():
+        # No worker took it yet: the one that does writes on the request's stream, which the
+        # client resumes on any process. This process holds the request until then, as after
+        # run_again(); a rolling restart (or a crash) of the web process that received it loses
+        # no call.
+        await transport.take_request(call.session_id, call.request_id)
+        return False
     if call.state == records.State.RUNNING:
         if not await transport.liveness.holds_dead(call.runner, transport.runtime.channel_key):
             return False

@@ -171,6 +171,11 @@ class Claims:
         return await self._release_dead_claim(session_id, self._request_key(session_id, request_id),
                                               lambda: self._answer_stopped(session_id, request_id))
 
+    async def answer_stopped(self, session_id: str, request_id: Any) -> None:
+        """This process stops with the request in flight (past its drain timeout): its stream gets
+        the error it would get had the process died; the request's end then frees its id."""
+        await self._answer_stopped(session_id, request_id)
+
     async def _answer_stopped(self, session_id: str, request_id: Any) -> None:
         background = ports.implementation(ports.BackgroundCalls)
         if background is not None and not await background.settle_stopped_request(self, session_id,

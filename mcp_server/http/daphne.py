@@ -201,3 +201,76 @@ def cut_off_slow_daphne_readers() -> None:
                 self._window.detach()
 
     module.WebRequest = WebRequest
+
+
+def drain_daphne_on_shutdown() -> None:
+    """Under daphne, drain before the process exits (see ``mcp_server.http.drain``).
+
+    daphne stops the reactor on SIGTERM, and its "before shutdown" trigger cancels every
+    application instance at once: the calls in flight are lost. With this hook that trigger first
+    stops accepting connections (idle ones are closed, as uvicorn closes them, and busy ones once
+    their response is out, so that a load balancer sends what follows elsewhere), drains
+    (streams end with a retry hint, calls finish, up to ``DRAIN_TIMEOUT``), and only then cancels
+    what is left; Twisted waits for the Deferred it returns. Call it from the project's ASGI
+    module; it does nothing when daphne is not the server.
+    """
+    server_module = sys.modules.get("daphne.server")
+    protocol_module = sys.modules.get("daphne.http_protocol")
+    if server_module is None or protocol_module is None \
+            or getattr(server_module.Server, "_mcp_drains", False):
+        return
+    import weakref
+
+    from .drain import drain
+
+    server_class = server_module.Server
+    kill_all_applications = server_class.kill_all_applications
+    listen_success = server_class.listen_success
+    factory_class = protocol_module.HTTPFactory
+    build_protocol = factory_class.buildProtocol
+    connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def remember_connection(self: Any, addr: Any) -> Any:
+        protocol = build_protocol(self, addr)
+        connections.add(protocol)
+        return protocol
+
+    def remember_port(self: Any, port: Any) -> Any:
+        self.__dict__.setdefault("_mcp_ports", []).append(port)
+        return listen_success(self, port)
+
+    def drain_then_kill(self: Any) -> Any:
+        import asyncio
+
+        from twisted.internet import defer
+
+        def stop_accepting() -> None:
+            for port in self.__dict__.get("_mcp_ports", []):
+                port.stopListening()
+            for protocol in list(connections):
+                channel = getattr(protocol, "_channel", protocol)  # HTTP/1.1 (not HTTP/2)
+                if not isinstance(getattr(channel, "requests", None), list):
+                    continue
+                if channel.requests:
+                    channel.persistent = False  # closed once its response is out
+                elif channel.transport is not None:
+                    channel.transport.loseConnection()
+
+        drain.on_start(stop_accepting)
+        drained = defer.Deferred.fromFuture(asyncio.ensure_future(drain.wait()))
+        drained.addErrback(lambda failure: failure.printTraceback())
+        drained.addCallback(lambda _: kill_all_applications(self))
+        return drained
+
+    factory_class.buildProtocol = remember_connection
+    server_class.listen_success = remember_port
+    server_class.kill_all_applications = drain_then_kill
+    server_class._mcp_drains = True
+
+    class WebRequest(protocol_module.WebRequest):
+        def process(self) -> None:
+            if drain.draining and self.channel is not None:
+                self.channel.persistent = False  # answered 503 by the application, then closed
+            super().process()
+
+    protocol_module.WebRequest = WebRequest

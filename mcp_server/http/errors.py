@@ -30,7 +30,8 @@ def internal_error() -> HTTPError:
     return HTTPError(500, "Internal server error", code=INTERNAL_ERROR)
 
 
-def unavailable(retry_after: float, store: str = "the shared state") -> HTTPError:
+def unavailable(retry_after: float, store: str = "the shared state", request_id: Any = None) -> HTTPError:
     """503: a store every process shares (Redis, the database) does not answer."""
     return HTTPError(503, f"Service Unavailable: {store} does not answer; try again later",
-                     code=INTERNAL_ERROR, headers=[(b"retry-after", b"%d" % max(1, math.ceil(retry_after)))])
+                     code=INTERNAL_ERROR, headers=[(b"retry-after", b"%d" % max(1, math.ceil(retry_after)))],
+                     request_id=request_id)

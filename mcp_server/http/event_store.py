@@ -66,6 +66,17 @@ def post_stream(request_id: object) -> str:
     return f"post:h{digest}"
 
 
+def request_id_of(stream: str) -> object:
+    """The request id of a ``post:`` stream (None for another stream); a digest-named one is a
+    :class:`HashedRequestId`."""
+    if not stream.startswith("post:"):
+        return None
+    kind, value = stream[5:6], stream[6:]
+    if kind == "h":
+        return HashedRequestId(stream)
+    return int(value) if kind == "i" and value.lstrip("-").isdigit() else value
+
+
 def request_key(request_id: Any) -> str:
     """A request id as a key: the id 5 and the id "5" are different requests."""
     return post_stream(request_id).removeprefix("post:")
@@ -113,6 +124,10 @@ class EventStore(Protocol):
 
     async def forget(self, session_id: str) -> None:
         """Drop a session's events (it was deleted or expired)."""
+
+    # Optional (the built-in stores have it): ``async def last_sequence(self) -> int``, the highest
+    # sequence handed out so far. A draining process names it to the client of a listening stream
+    # that got no event yet, so that it resumes from there (see listen.ListenStream.end).
 
 
 # A \u0000 escape in JSON text: after an even run of backslashes (an odd one escapes the last).
@@ -234,6 +249,15 @@ class DatabaseEventStore:
 
     async def forget(self, session_id: str) -> None:
         """Nothing to do: a session's rows go with it (on delete cascade)."""
+
+    async def last_sequence(self) -> int:
+        """The highest sequence handed out so far (0: none)."""
+        from django.db.models import Max
+
+        from ..models import StreamEvent
+
+        found = await run_in_thread(lambda: StreamEvent.objects.aggregate(last=Max("pk"))["last"])
+        return found or 0
 
 
 def _count_event(session_id: str, size: int) -> tuple[int, int] | None:
@@ -445,6 +469,11 @@ class RedisEventStore:
         for key in await connection.execute("SMEMBERS", self._broadcast_keys):
             removed += await connection.run_script(_PURGE, [key], [cutoff])
         return removed
+
+    async def last_sequence(self) -> int:
+        """The highest sequence handed out so far (0: none)."""
+        found = await self.clients.get().execute("GET", f"{self.prefix}events:sequence")
+        return int(found) if found else 0
 
     async def forget(self, session_id: str) -> None:
         await self.clients.get().run_script(

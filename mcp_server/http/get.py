@@ -10,7 +10,7 @@ from .authorization import authorize, session_of
 from .checks import check_get_accept, check_protocol_version
 from .credential_watch import ending_when_credential_lapses, refuse_if_expired
 from .errors import HTTPError
-from .event_store import GET_STREAM, EventsDropped, HashedRequestId, parse_event_id
+from .event_store import GET_STREAM, EventsDropped, parse_event_id, request_id_of
 from .limits import too_many
 from .listen import ListenStream
 from .request import Request
@@ -38,7 +38,7 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
         if parsed is None:
             raise HTTPError(400, f"Bad Request: unknown Last-Event-ID {last_event_id!r}")
         stream, after = parsed
-        final_id = _request_id_of(stream)
+        final_id = request_id_of(stream)
 
     token = uuid.uuid4().hex
     if not await transport.claim_stream(record.id, stream, token):
@@ -75,16 +75,6 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
         await transport.stream_slots.give_back(record.id, slot, token)
         if listener.sse.started:
             await listener.sse.finish()
-
-
-def _request_id_of(stream: str) -> object:
-    """The request id of a ``post:`` stream (its response ends a resumed stream)."""
-    if not stream.startswith("post:"):
-        return None
-    kind, value = stream[5:6], stream[6:]
-    if kind == "h":
-        return HashedRequestId(stream)
-    return int(value) if kind == "i" and value.lstrip("-").isdigit() else value
 
 
 async def handle_delete(consumer: StreamableHTTPConsumer, request: Request) -> None:

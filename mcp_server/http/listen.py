@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from mcp_protocol import jsonrpc
 
 from .. import logging_levels
 from .event_store import GET_STREAM, EventsDropped, event_id, post_stream
 from .liveness import request_lost, request_stopped
+from .redis_client import RedisUnavailable
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.http")
+T = TypeVar("T")
 
 
 class ListenStream:
@@ -37,6 +43,9 @@ class ListenStream:
         self._backlog: list[tuple[int, dict, str]] | None = None
         self._done = False
         self.overflowed = False
+        # The highest sequence written here, and the retry hint the stream ends with (end()).
+        self._last_written = 0
+        self._ending: int | None = None
         # The session's stream slot this stream holds (see limits.StreamSlots), renewed with it.
         self.slot = -1
 
@@ -53,6 +62,23 @@ class ListenStream:
 
     def close(self) -> None:
         self._queue.put_nowait(None)
+
+    def end(self, retry_ms: int) -> None:
+        """End the stream with an SSE retry hint and the id to resume from (its process drains):
+        the client resumes it with Last-Event-ID on another process, where what was stored
+        meanwhile is replayed. The events queued before it are written first."""
+        if self._ending is None:
+            self._ending = retry_ms
+            self._queue.put_nowait(None)
+
+    async def _hint_resume(self, retry_ms: int) -> None:
+        # The id of the last event written (or resumed from); on a stream that has had none, the
+        # store's last sequence now: every event stored for it later is replayed after that.
+        last: int | None = max(self._last_written, self._after)
+        if not last and self._backlog is None:
+            last_sequence = getattr(self.transport.events, "last_sequence", None)
+            last = await last_sequence() if last_sequence is not None else None
+        await self.sse.event("", None if last is None else event_id(self.stream, last), retry_ms=retry_ms)
 
     async def load_backlog(self, after: int) -> None:
         """Read the events after ``after`` that :meth:`run` replays first; raises
@@ -76,27 +102,42 @@ class ListenStream:
         watch = self.final_id is not None
         wait = min(interval, self.transport.options.process_heartbeat_interval) if watch else interval
         if watch and not self._done:
-            await self._watch_request()
+            await self._unless_redis_fails(self._watch_request())
         while not self._done and not self.sse.closed:
             try:
                 timeout = max(0.0, min(wait, keepalive_at - loop.time()))
                 item = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
                 if watch:
-                    await self._watch_request()
+                    await self._unless_redis_fails(self._watch_request())
                 if loop.time() < keepalive_at:
                     continue
                 keepalive_at = loop.time() + interval
                 if not await self.sse.comment("keepalive"):
                     return
-                if not await self.transport.renew_stream(self.session_id, self.stream, self.token):
+                if not await self._unless_redis_fails(
+                        self.transport.renew_stream(self.session_id, self.stream, self.token), True):
                     return  # another process holds it now
-                await self.transport.stream_slots.renew(self.session_id, self.slot, self.token)
+                await self._unless_redis_fails(
+                    self.transport.stream_slots.renew(self.session_id, self.slot, self.token))
                 continue
             if item is None:
+                if self._ending is not None and not self.overflowed and not self.sse.closed:
+                    await self._hint_resume(self._ending)
                 return
             if not await self._write(*item):
                 return
+
+    @staticmethod
+    async def _unless_redis_fails(call: Awaitable[T], meanwhile: T | None = None) -> T | None:
+        """``call``'s result, or ``meanwhile`` while Redis does not answer (a failover, say): the
+        stream waits on, and the watch or renewal is made again at the next interval, rather
+        than ending the stream of a request that may still be answered."""
+        try:
+            return await call
+        except RedisUnavailable as exc:
+            logger.info("a listening stream waits for Redis: %s", exc)
+            return meanwhile
 
     async def _watch_request(self) -> None:
         """A resumed POST stream's request: if its process died, its error is stored and comes
@@ -143,6 +184,8 @@ class ListenStream:
         if level and not await self._level_passes(level):
             return True
         written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))
+        if written:
+            self._last_written = max(self._last_written, sequence)
         if self.final_id is not None:
             # A resumed POST stream may read its events again (_watch_request): none twice. (Not
             # kept for a GET stream, which lives long and never reads them again.)

@@ -56,6 +56,7 @@ class ListenSubscription:
         self._max_queued = max_queued
         self._graceful = False
         self._overflowed = False
+        self._retry_ms: int | None = None
 
     def offer(self, message: dict) -> None:
         """Queue ``message`` if the filter honours it (called for every notification)."""
@@ -67,9 +68,13 @@ class ListenSubscription:
             return
         self._queue.put_nowait(self._stamped(message))
 
-    def end(self) -> None:
-        """End the stream with its ``subscriptions/listen`` response (LSN-07)."""
+    def end(self, retry_ms: int | None = None) -> None:
+        """End the stream with its ``subscriptions/listen`` response (LSN-07); ``retry_ms``: with
+        an SSE retry hint too (its process drains: the client opens it again elsewhere)."""
+        if self._graceful:
+            return  # ending already
         self._graceful = True
+        self._retry_ms = retry_ms
         self._queue.put_nowait(None)
 
     def disconnected(self) -> None:
@@ -109,7 +114,8 @@ class ListenSubscription:
                 continue
             if item is None:
                 if self._graceful and not self.sse.closed:
-                    await self.sse.event(jsonrpc.encode(self.completion()), last=True)
+                    await self.sse.event(jsonrpc.encode(self.completion()), retry_ms=self._retry_ms,
+                                         last=True)
                 return
             if not await self.sse.event(jsonrpc.encode(item)):
                 return
@@ -128,9 +134,9 @@ class ListenRegistry:
         for subscription in list(self.streams.values()):
             subscription.offer(message)
 
-    def end_all(self) -> None:
+    def end_all(self, retry_ms: int | None = None) -> None:
         for subscription in list(self.streams.values()):
-            subscription.end()
+            subscription.end(retry_ms)
 
 
 def _refused(status: int, error: MCPError | str, request_id: Any, *, code: int = INVALID_REQUEST,

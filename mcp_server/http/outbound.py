@@ -3,18 +3,24 @@ first, so it can be resumed anywhere), the session's listening stream, or nowher
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+
+from django.db import InterfaceError, OperationalError
 
 from mcp_protocol import jsonrpc
 
 from ..outgoing import DeliveryError
 from . import encoding
 from .event_store import GET_STREAM, event_id, post_stream
+from .redis_client import RedisUnavailable
 from .session_store import SessionRecord
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
+
+logger = logging.getLogger("mcp_server.http")
 
 
 class _Detached:
@@ -84,7 +90,16 @@ class PostOutbound:
     async def _write(self, message: dict, last: bool) -> bool:
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
-        sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)
+        try:
+            sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)
+        except (RedisUnavailable, OperationalError, InterfaceError) as exc:
+            if last or "id" in message or self.sse.closed:
+                raise
+            # The store stopped answering (Redis failing over, say): a notification (progress, a
+            # log message) goes out unstored, not resumable, to the client that still listens,
+            # rather than not at all. Responses have their own fallback (post.py).
+            logger.info("a notification of request %r went out unstored: %s", self.request_id, exc)
+            return await self.sse.event(jsonrpc.encode(message))
         if sequence is None:
             return False  # the session was deleted meanwhile
         # The client may have resumed this stream elsewhere (GET with Last-Event-ID) before this

@@ -22,7 +22,7 @@ from .checks import (
     check_protocol_version,
     check_standard_headers,
 )
-from .errors import HTTPError
+from .errors import HTTPError, unavailable
 from .event_store import event_id, post_stream
 from .limits import admit_principal, check_progress_token, fair_share_headers, principal_of
 from .modern import check_no_envelope, handle_modern_post, routes_here
@@ -45,7 +45,6 @@ SESSION_HEADER = b"mcp-session-id"
 
 
 async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> None:
-    # One coroutine from the body to the session's handling: this runs for every POST.
     options = consumer.transport.options
     check_content_type(request)
     check_post_accept(request, json_only=options.enable_json_response or options.stateless)
@@ -58,6 +57,16 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     # beside the session's (a response's id is of the server's request: not one being served).
     log_context.update(method=incoming.method, params=incoming.params,
                        request_id=incoming.id if incoming.kind == "request" else None)
+    try:
+        await _handle(consumer, request, incoming)
+    except STORE_FAILURES as exc:
+        if incoming.kind != "request":
+            raise  # the consumer's 503, with no id to carry
+        # The 503 names the request it answers (the consumer's would carry no id).
+        raise _store_unavailable(request, exc, incoming.id) from exc
+
+
+async def _handle(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
     if incoming.kind == "request" and transport.server.guarded:
         await check_call_scopes(transport, request, incoming)
@@ -76,6 +85,16 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
         await _stateless(consumer, request, incoming)  # sessionless, and it stores nothing (MOD-02)
     else:
         await _in_session(consumer, request, incoming)
+
+
+def _store_unavailable(request: Request, exc: Exception, request_id: Any) -> HTTPError:
+    if isinstance(exc, RedisUnavailable):
+        logger.warning("%s %s: %s", request.method, request.path, exc)
+        return unavailable(exc.retry_after, request_id=request_id)
+    # The database went away (restarted, failed over, this connection terminated): the next
+    # request gets a new connection (or a checked one of the pool), so the client should try again.
+    logger.warning("%s %s: the database failed: %s", request.method, request.path, exc)
+    return unavailable(1.0, "the database", request_id=request_id)
 
 
 def _decode(body: bytes, max_depth: int, max_containers: int) -> jsonrpc.Incoming:

@@ -9,7 +9,8 @@ every concurrent request share one connection and are answered in order (Redis a
 connection's commands in the order they came), which costs about 18 µs per command.
 
 It speaks RESP2, decodes replies as UTF-8 text, and understands ``redis://``, ``rediss://`` and
-``unix://`` URLs with a user name, password and database number, as redis-py does.
+``unix://`` URLs with a user name, password and database number, as redis-py does, and
+``redis+sentinel://`` URLs through :mod:`.redis_sentinel_client`.
 
 When Redis does not answer, nothing waits for long: every command has a deadline
 (``command_timeout``); past it the connection is dropped (the replies still due on it could no
@@ -318,40 +319,62 @@ class RedisConnection(ScriptRunner):
             db = (parts.path or "/").lstrip("/") or query.get("db", ["0"])[0]
         else:
             raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {self.url!r}")
-        setup: list[tuple[Any, ...]] = []
-        if parts.password is not None:
-            setup.append(("AUTH", unquote(parts.username), unquote(parts.password)) if parts.username
-                         else ("AUTH", unquote(parts.password)))
-        if db and db != "0":
-            setup.append(("SELECT", int(db)))
-        if setup:
-            futures = protocol.send(b"".join(_encode(command) for command in setup), len(setup))
-            try:
-                for future in futures:
-                    await future
-            except RedisError:
-                protocol.transport.close()  # a wrong password, say: not a connection to keep
-                raise
+        password = unquote(parts.password) if parts.password is not None else None
+        await _set_up(protocol, _auth(unquote(parts.username or "") or None, password), db)
         return protocol
 
     async def execute(self, *args: Any) -> Any:
         protocol = await self._connected()
         (future,) = protocol.send(_encode(args), 1)
-        return await future
+        try:
+            return await future
+        except RedisError as exc:
+            raise self._failed_reply(protocol, exc) from exc
 
     async def pipeline(self, *commands: tuple[Any, ...]) -> list[Any]:
         """Several commands in one write; their replies in order (the first error is raised)."""
         protocol = await self._connected()
         futures = protocol.send(b"".join(_encode(command) for command in commands), len(commands))
         results = []
-        for future in futures:
-            results.append(await future)
+        try:
+            for future in futures:
+                results.append(await future)
+        except RedisError as exc:
+            raise self._failed_reply(protocol, exc) from exc
         return results
+
+    def _failed_reply(self, protocol: _Protocol, error: RedisError) -> Exception:
+        """What an error reply raises (a subclass may see a connection to drop in it)."""
+        return error
 
     def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
         self._protocol = None
+
+
+def _auth(username: str | None, password: str | None) -> list[tuple[Any, ...]]:
+    if password is None:
+        return []
+    return [("AUTH", username, password) if username else ("AUTH", password)]
+
+
+async def _set_up(protocol: _Protocol, auth: list[tuple[Any, ...]], db: Any,
+                  *more: tuple[Any, ...]) -> Any:
+    """Send what a new connection needs first (credentials, the database, ``more``) in one
+    write; the reply of the last command."""
+    setup = [*auth]
+    if db and str(db) != "0":
+        setup.append(("SELECT", int(db)))
+    setup.extend(more)
+    if not setup:
+        return None
+    futures = protocol.send(b"".join(_encode(command) for command in setup), len(setup))
+    try:
+        return [await future for future in futures][-1]
+    except RedisError:
+        protocol.transport.close()  # a wrong password, say: not a connection to keep
+        raise
 
 
 class Script:
@@ -365,6 +388,8 @@ class Script:
 class RedisClients:
     """One :class:`RedisConnection` per event loop (a connection belongs to one loop)."""
 
+    connection_class: type[RedisConnection] = RedisConnection
+
     def __init__(self, url: str, command_timeout: float = DEFAULT_COMMAND_TIMEOUT):
         self.url = url
         self.command_timeout = command_timeout
@@ -376,5 +401,5 @@ class RedisClients:
         loop = asyncio.get_running_loop()
         connection = self._connections.get(loop)
         if connection is None:
-            connection = self._connections[loop] = RedisConnection(self.url, self.command_timeout)
+            connection = self._connections[loop] = self.connection_class(self.url, self.command_timeout)
         return connection

@@ -1,6 +1,6 @@
 """The stores' Redis connections through redis-py, for what the fast client (:mod:`.redis_client`)
-does not do: Sentinel, client certificates and other TLS options, any option of
-``redis.asyncio.Redis``.
+does not do: client certificates and other TLS options, any option of ``redis.asyncio.Redis``
+(on a ``redis+sentinel://`` URL too).
 
 It gives the same interface as :class:`.redis_client.RedisClients` (``get()`` returns a connection
 with ``execute``, ``pipeline`` and ``run_script``), so :class:`.shared_state.RedisState` and
@@ -18,6 +18,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..redis_sentinel import SentinelURL, is_sentinel_url
+from ..redis_sentinel import parse as parse_sentinel_url
 from .redis_client import (
     DEFAULT_COMMAND_TIMEOUT,
     KEEPALIVE_COUNT,
@@ -109,11 +111,24 @@ def _text(reply: Any) -> Any:
     return reply
 
 
+def _sentinel_client(sentinel: SentinelURL, options: dict[str, Any], command_timeout: float) -> Any:
+    """The primary's client through redis-py's Sentinel support, which asks the sentinels again
+    whenever it connects, and drops a connection whose server answers READONLY (demoted)."""
+    from redis.asyncio.sentinel import Sentinel
+
+    sentinel_options = {"socket_timeout": command_timeout, "socket_connect_timeout": command_timeout,
+                        **sentinel.sentinel_credentials()}
+    manager = Sentinel(sentinel.sentinels, sentinel_kwargs=sentinel_options)
+    return manager.master_for(sentinel.service_name, db=sentinel.db,
+                              **{**sentinel.data_credentials(), **options})
+
+
 class RedisPyClients:
     """One redis-py client per event loop (its connections belong to one loop).
 
-    The client is ``factory(url)`` when a factory is given (``REDIS_CLIENT_FACTORY``: Sentinel,
-    say), else ``redis.asyncio.Redis.from_url(url, **options)`` over :func:`default_options`.
+    The client is ``factory(url)`` when a factory is given (``REDIS_CLIENT_FACTORY``), else
+    ``redis.asyncio.Redis.from_url(url, **options)`` over :func:`default_options`, or for a
+    ``redis+sentinel://`` URL the primary's client of redis-py's ``Sentinel`` with those options.
     """
 
     def __init__(self, url: str, command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
@@ -135,6 +150,8 @@ class RedisPyClients:
         # some replies differently: ZRANGEBYSCORE ... WITHSCORES as pairs).
         options = {**default_options(self.command_timeout), **self.options, "decode_responses": True,
                    "protocol": 2}
+        if is_sentinel_url(self.url):
+            return _sentinel_client(parse_sentinel_url(self.url), options, self.command_timeout)
         return redis.asyncio.Redis.from_url(self.url, **options)
 
     def get(self) -> RedisPyConnection:

@@ -37,7 +37,8 @@ from mcp_protocol.cancellation import Cancellation
 from .. import log_context
 from ..outgoing import PendingRequests
 from ..telemetry import metrics
-from .event_store import GET_STREAM
+from .drain import drain
+from .event_store import GET_STREAM, request_id_of
 from .listen_streams import ListenRegistry
 from .redis_client import Backoff, RedisUnavailable
 
@@ -123,12 +124,14 @@ class Runtime:
         await self._beat()
         self._spawn(self._heartbeat_forever(), "mcp-heartbeat")
         self._spawn(self._housekeeping(), "mcp-housekeeping")
+        drain.add_runtime(self)
 
     def _spawn(self, coroutine: Coroutine[object, object, None], name: str) -> None:
         # The process's tasks, though a request may start them: their log records are no request's.
         self._tasks.append(asyncio.create_task(coroutine, name=name, context=log_context.detached()))
 
     async def stop(self) -> None:
+        drain.discard_runtime(self)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -230,6 +233,23 @@ class Runtime:
         self.listens.end_all()
         for cancellation in list(self.in_flight.values()):
             cancellation.cancel(reason)
+
+    # What a drain asks (drain.py) ---------------------------------------------------------------
+    def end_streams(self, retry_ms: int) -> None:
+        """End every listening stream here with an SSE retry hint: each client resumes elsewhere."""
+        for stream in list(self.streams.values()):
+            stream.end(retry_ms)
+        self.listens.end_all(retry_ms)
+
+    async def stop_requests(self) -> None:
+        """The requests still in flight here get the error of a stopped process on their streams,
+        as if it had died (a background call's worker answers its own)."""
+        for session_id, key in list(self.in_flight):
+            if session_id != "call":  # a background call this process runs for a worker
+                await self.transport.answer_stopped(session_id, request_id_of(f"post:{key}"))
+
+    async def close(self) -> None:
+        await self.transport.close()
 
     # Liveness (see liveness.py) ----------------------------------------------------------------
     async def _heartbeat_forever(self) -> None:

@@ -187,7 +187,11 @@ class SessionStore:
         """Write the last activity of every session used since the previous flush."""
         touched, self._touched = self._touched, set()
         if touched:
-            await run_in_thread(self._write_activity, touched)
+            try:
+                await run_in_thread(self._write_activity, touched)
+            except BaseException:
+                self._touched |= touched  # the database away (a restart): written at the next flush
+                raise
 
     @staticmethod
     def _write_activity(session_ids: set[str]) -> None:

@@ -331,6 +331,15 @@ def test_progress_from_a_worker_on_rabbitmq_reaches_the_client():
         assert progress_of(exchange.events) == [1, 2, 3]
 
 
+def queued_call(client: Any, url: str, request_id: int, broker_db: int) -> CallStream:
+    """A one-step background_job call left in the queue: no worker runs yet."""
+    call = CallStream(client, url, request_id, {"steps": 1})
+    with redis_client(broker_db) as broker:
+        wait_until(lambda: broker.llen("celery") == 1, what="the call's task to be queued")
+    assert call_of(client).state == State.QUEUED
+    return call
+
+
 # (8) --------------------------------------------------------------------------------------------
 def test_a_call_cancelled_while_queued_never_runs():
     require_services()
@@ -338,10 +347,7 @@ def test_a_call_cancelled_while_queued_never_runs():
     env = {"CELERY_BROKER_URL": redis_broker(broker_db)}
     with cluster(2, redis_db=1, mcp_settings=SETTINGS, env=env) as (a, b):
         client = new_session(a.url)
-        call = CallStream(client, a.url, 81, {"steps": 1})
-        with redis_client(broker_db) as broker:  # no worker yet: the task waits in the queue
-            wait_until(lambda: broker.llen("celery") == 1, what="the call's task to be queued")
-        assert call_of(client).state == State.QUEUED
+        call = queued_call(client, a.url, 81, broker_db)
 
         cancel = client.notify("notifications/cancelled", {"requestId": 81}, url=b.url)
         assert cancel.status_code == 202, cancel.text
@@ -373,10 +379,7 @@ def test_a_call_queued_when_its_web_process_stops_runs_once_a_worker_takes_it(st
     env = {"CELERY_BROKER_URL": redis_broker(broker_db)}
     with cluster(2, redis_db=1, mcp_settings=SETTINGS, env=env) as (a, b):
         client = new_session(b.url)
-        call = CallStream(client, a.url, 85, {"steps": 1})
-        with redis_client(broker_db) as broker:  # no worker yet: the task waits in the queue
-            wait_until(lambda: broker.llen("celery") == 1, what="the call's task to be queued")
-        assert call_of(client).state == State.QUEUED
+        call = queued_call(client, a.url, 85, broker_db)
         # The client has an id to resume from (the stream's priming event) before the process stops.
         wait_until(lambda: any(event.id is not None for event in call.received), what="the stream's first id")
 

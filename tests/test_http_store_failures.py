@@ -254,6 +254,24 @@ def test_postgresql_backends_terminated_between_requests_lose_no_session(django_
 
 
 # In process: a store that fails once the stream has started ---------------------------------------
+async def call_work_with_progress(app) -> tuple:
+    """A session's call of the tool ``work`` with a progress token, in process: the reply (200)
+    and the messages its SSE body carried."""
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}})
+    session_id = (await call_asgi(app, "POST", post_headers(), [init.encode()])
+                  ).header(b"mcp-session-id").decode()
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "work", "arguments": {}, "_meta": {"progressToken": "p"}}}
+    check_client_message(call, "2025-11-25")
+    reply = await call_asgi(app, "POST", post_headers(
+        session_id, **{"mcp-protocol-version": "2025-11-25"}), [json.dumps(call).encode()])
+    assert reply.start["status"] == 200
+    sent = [json.loads(line[5:]) for line in reply.body.decode().splitlines()
+            if line.startswith("data:") and line[5:].strip()]
+    return reply, sent
+
+
 class ResponsesNotStored(DatabaseEventStore):
     """Stores notifications, and fails as a Redis that stopped answering on responses."""
 
@@ -277,17 +295,7 @@ async def test_a_response_that_cannot_be_stored_still_reaches_the_listening_clie
     transport = StreamableHTTPTransport(server, event_store=ResponsesNotStored())
     app = transport.as_asgi()
     try:
-        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}})
-        session_id = (await call_asgi(app, "POST", post_headers(), [init.encode()])
-                      ).header(b"mcp-session-id").decode()
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "work", "arguments": {}, "_meta": {"progressToken": "p"}}}
-        reply = await call_asgi(app, "POST", post_headers(
-            session_id, **{"mcp-protocol-version": "2025-11-25"}), [json.dumps(call).encode()])
-        assert reply.start["status"] == 200
-        sent = [json.loads(line[5:]) for line in reply.body.decode().splitlines()
-                if line.startswith("data:") and line[5:].strip()]
+        reply, sent = await call_work_with_progress(app)
         answer = {"jsonrpc": "2.0", "id": 2, "result": {
             "content": [{"type": "text", "text": "done"}], "isError": False}}
         assert sent[-1] == answer
@@ -319,18 +327,7 @@ async def test_progress_that_cannot_be_stored_still_reaches_the_listening_client
     transport = StreamableHTTPTransport(server, event_store=NothingStored())
     app = transport.as_asgi()
     try:
-        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}})
-        session_id = (await call_asgi(app, "POST", post_headers(), [init.encode()])
-                      ).header(b"mcp-session-id").decode()
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "work", "arguments": {}, "_meta": {"progressToken": "p"}}}
-        check_client_message(call, "2025-11-25")
-        reply = await call_asgi(app, "POST", post_headers(
-            session_id, **{"mcp-protocol-version": "2025-11-25"}), [json.dumps(call).encode()])
-        assert reply.start["status"] == 200
-        sent = [json.loads(line[5:]) for line in reply.body.decode().splitlines()
-                if line.startswith("data:") and line[5:].strip()]
+        reply, sent = await call_work_with_progress(app)
         for message in sent:
             check_server_message(message, "2025-11-25")
         # Every step, unstored (so with no event id to resume from), then the response.

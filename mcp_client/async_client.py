@@ -41,7 +41,7 @@ from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptio
 from .telemetry import tracing_for
 from .transports import transport_for
 from .transports.base import RequestResponseTransport, accepts_keyword, adapt
-from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
+from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool, cache_hints
 
 logger = logging.getLogger("mcp_client")
 
@@ -547,7 +547,7 @@ class AsyncClient(Lifecycle, Messaging):
         except (KeyError, TypeError) as exc:
             raise ValidationError(f"{method} returned a malformed item: {exc}") from None
         return Page(items=items, next_cursor=result.get("nextCursor"), meta=result.get("_meta"),
-                    ttl_ms=result.get("ttlMs"), cache_scope=result.get("cacheScope"))
+                    **cache_hints(result))
 
     async def _collect(self, list_page: Callable, meta: dict | None,
                        cancellation: Cancellation | None = None) -> list:

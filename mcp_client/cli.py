@@ -34,6 +34,7 @@ from .client import Client
 from .errors import ClientError, HTTPStatusError, ServerError, TransportError, UnauthorizedError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
+from .types import Page
 
 BAR_WIDTH = 30
 CELL_WIDTH = 60
@@ -135,19 +136,36 @@ def show_overview(client: Client, out: TextIO) -> None:
               f"{era(client)})\n")
     capabilities = client.server_capabilities
     if "tools" in capabilities:
-        out.write("\nTools\n")
-        table([[t.name, t.description or ""] for t in client.tools()], ["name", "description"], out)
+        tools = _section("Tools", client.list_tools, client.tools, out)
+        table([[t.name, t.description or ""] for t in tools], ["name", "description"], out)
     if "prompts" in capabilities:
-        out.write("\nPrompts\n")
+        prompts = _section("Prompts", client.list_prompts, client.prompts, out)
         table([[p.name, ", ".join(a.get("name", "") for a in p.arguments), p.description or ""]
-               for p in client.prompts()], ["name", "arguments", "description"], out)
+               for p in prompts], ["name", "arguments", "description"], out)
     if "resources" in capabilities:
-        out.write("\nResources\n")
-        table([[r.uri, r.name, r.mime_type or ""] for r in client.resources()], ["uri", "name", "type"], out)
-        templates = client.resource_templates()
+        resources = _section("Resources", client.list_resources, client.resources, out)
+        table([[r.uri, r.name, r.mime_type or ""] for r in resources], ["uri", "name", "type"], out)
+        page = client.list_resource_templates()
+        templates = page.items if page.next_cursor is None else client.resource_templates()
         if templates:
-            out.write("\nResource templates\n")
+            out.write(f"\nResource templates{_hints(page)}\n")
             table([[t.uri_template, t.name] for t in templates], ["template", "name"], out)
+
+
+def _section(title: str, first_page: Callable[[], Page], every_item: Callable[[], list], out: TextIO) -> list:
+    """Write the title of a list with the cache hints of its first page; the list's items (the
+    first page, or every page when there are more)."""
+    page = first_page()
+    out.write(f"\n{title}{_hints(page)}\n")
+    return page.items if page.next_cursor is None else every_item()
+
+
+def _hints(page: Page) -> str:
+    """The server's cache hints for a list (CACHE-06), as the overview shows them; empty without."""
+    hints = [f"ttl {page.ttl_ms} ms" if page.ttl_ms is not None else "",
+             page.cache_scope or ""]
+    shown = ", ".join(hint for hint in hints if hint)
+    return f" (cache: {shown})" if shown else ""
 
 
 class TerminalElicitation:

@@ -82,9 +82,14 @@ class ResourceTemplate:
                    mime_type=data.get("mimeType"), meta=data.get("_meta"), raw=data)
 
 
+# The values of ``cacheScope`` the 2026-07-28 revision defines.
+CACHE_SCOPES = ("public", "private")
+
+
 @dataclass(frozen=True)
 class Page:
-    """One page of a list result: ``items``, the cursor of the next page (None on the last)."""
+    """One page of a list result: ``items``, the cursor of the next page (None on the last), and
+    the server's cache hints for it (``ttl_ms``, ``cache_scope``; None when it sent none)."""
 
     items: list
     next_cursor: str | None = None
@@ -157,9 +162,16 @@ class DiscoverResult:
         meta = data.get("_meta") if isinstance(data.get("_meta"), dict) else None
         # The server's identity rides in _meta; a top-level serverInfo is accepted too.
         server_info = (meta or {}).get(SERVER_INFO_KEY) or data.get("serverInfo")
-        instructions, ttl, scope = data.get("instructions"), data.get("ttlMs"), data.get("cacheScope")
+        instructions = data.get("instructions")
         return cls(supported_versions=list(versions), capabilities=capabilities,
                    server_info=server_info if isinstance(server_info, dict) else None,
                    instructions=instructions if isinstance(instructions, str) else None,
-                   ttl_ms=ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
-                   cache_scope=scope if isinstance(scope, str) else None, meta=meta, raw=data)
+                   **cache_hints(data), meta=meta, raw=data)
+
+
+def cache_hints(result: dict) -> dict[str, Any]:
+    """``ttl_ms`` and ``cache_scope`` of a cacheable result (CACHE-06): None where the server sent
+    none, or something the revision does not allow (a negative or non-integer ttl, say)."""
+    ttl, scope = result.get("ttlMs"), result.get("cacheScope")
+    return {"ttl_ms": ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0 else None,
+            "cache_scope": scope if scope in CACHE_SCOPES else None}

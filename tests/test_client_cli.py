@@ -49,12 +49,16 @@ def run(*argv: str, ask=None) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.feature("CACHE-06")
 def test_without_a_command_it_shows_the_server_and_lists_everything():
     code, out, err = run(OUR_SERVER)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "django-mcp-demo 0.1.0 (protocol 2026-07-28, modern era)"
-    tools = lines[lines.index("Tools") + 1:lines.index("Prompts")]
+    # Each list's title carries the server's cache hints for it (CACHE-06).
+    hints = " (cache: ttl 0 ms, private)"
+    assert {"Prompts" + hints, "Resources" + hints, "Resource templates" + hints} <= set(lines)
+    tools = lines[lines.index("Tools" + hints) + 1:lines.index("Prompts" + hints)]
     assert tools[0].split() == ["name", "description"] and set(tools[1]) <= {"-", " "}
     assert ["echo", "Echo a message back."] in rows("\n".join(tools))
     assert any(line.startswith("slow_count ") and line.endswith("…") for line in tools)  # cut at 60
@@ -62,6 +66,15 @@ def test_without_a_command_it_shows_the_server_and_lists_everything():
     assert greeting in rows(out)
     assert ["demo://readme", "readme", "text/plain"] in rows(out)
     assert ["demo://users/{user_id}/profile", "user_profile"] in rows(out)
+
+
+@pytest.mark.feature("CACHE-06")
+def test_a_handshake_era_overview_shows_no_cache_hints():
+    code, out, err = run("--mode", "legacy", OUR_SERVER)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "handshake era" in lines[0] and {"Tools", "Prompts", "Resources"} <= set(lines)
+    assert "cache:" not in out
 
 
 def rows(out: str) -> list[list[str]]:

@@ -12,7 +12,6 @@ in both directions is checked against the schema of its revision.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from typing import Any
 

@@ -174,7 +174,8 @@ async def test_discover_on_a_transport_without_listen_streams_promises_none_of_t
 
     server = Server("no-listen", resources=[], tools=[], prompts=[])
     for listen_supported in (True, False):
-        session = requests.new_session(server, parse_envelope(params()), None, listen_supported=listen_supported)
+        session = requests.new_session(server, parse_envelope(params()), None,
+                                       listen_supported=listen_supported)
         answer = await requests.serve(server, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
                                                "params": params()}, session)
         capabilities = answer["result"]["capabilities"]

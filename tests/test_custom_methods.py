@@ -1,4 +1,5 @@
-"""Custom JSON-RPC methods on the server (``define_custom_method``), handshake era.
+"""Custom JSON-RPC methods on the server (``define_custom_method``), handshake era, in process and
+(a notification) over Streamable HTTP.
 
 Custom methods are not MCP methods, so the requests that call them are sent with ``check=False``.
 MCP's schemas type every ``result`` as an object, while JSON-RPC 2.0 (which custom methods follow)
@@ -11,13 +12,17 @@ import itertools
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from mcp_protocol import CancelledError, MCPError
 from mcp_server import Configuration, MethodAlreadyDefinedError, Server, ServerContext
 from mcp_server.handlers import BUILTIN_METHODS, EXTENSION_METHODS
+from mcp_server.http import StreamableHTTPTransport
 
-from .wire import check_server_message
+from .test_modern_http import short_lived_connections  # noqa: F401
+from .waiting import eventually
+from .wire import check_client_message, check_server_message
 
 REVISIONS = ["2025-11-25", "2024-11-05"]
 _ids = itertools.count(1000)
@@ -285,3 +290,31 @@ def test_unknown_method_is_instrumented_as_unsupported(make_client, revision):
     assert response["error"]["code"] == -32601
     assert [data["method"] for data in observed.instrumented] == ["unsupported_method"]
     assert isinstance(observed.instrumented[0]["duration"], float)
+
+
+@pytest.mark.feature("CUST-02")
+async def test_a_custom_notification_over_streamable_http_gets_202_and_no_body(short_lived_connections):  # noqa: F811
+    received: list[dict] = []
+    server = Server("custom")
+    server.define_custom_method("app/ping", received.append)
+    transport = StreamableHTTPTransport(server)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    check_client_message(initialize, "2025-11-25")
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=transport.as_asgi()),
+                                     base_url="http://127.0.0.1") as http:
+            opened = await http.post("/mcp", json=initialize, headers=headers)
+            assert opened.status_code == 200, opened.text
+            headers.update({"mcp-session-id": opened.headers["mcp-session-id"],
+                            "mcp-protocol-version": "2025-11-25"})
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            check_client_message(initialized, "2025-11-25")
+            assert (await http.post("/mcp", json=initialized, headers=headers)).status_code == 202
+            ping = {"jsonrpc": "2.0", "method": "app/ping", "params": {"n": 1}}
+            answer = await http.post("/mcp", json=ping, headers=headers)
+            assert (answer.status_code, answer.content) == (202, b"")
+            await eventually(lambda: received == [{"n": 1}], what="the notification handled")
+    finally:
+        await transport.close()

@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+from django.test import Client as DjangoClient
 
 from mcp_server import Server
 from mcp_server.http import StreamableHTTPTransport
@@ -30,6 +31,7 @@ from .http_support import (
     tool_text,
     wait_until,
 )
+from .wire import check_client_message, check_server_message
 
 MIB = 1024 * 1024
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -145,6 +147,39 @@ async def test_a_stateless_transport_starts_no_background_work():
     reply = await call_asgi(transport.as_asgi(), "POST", post_headers(), [json.dumps(INITIALIZE).encode()])
     assert reply.start["status"] == 200
     assert transport._runtimes == {}
+
+
+@pytest.mark.feature("HTTP-02")
+@pytest.mark.urls("tests.mcp_view")
+@pytest.mark.parametrize("view", ["/view/mcp", "/sync-view/mcp"])
+def test_a_django_view_serves_a_server_built_for_its_request_with_handle_request(view):
+    """``transport.handle_request(request)`` in an ``async def`` view (its ASGI scope) and in a
+    plain ``def`` one (a scope built from its META): status, headers and body."""
+    client = DjangoClient(headers={"x-tenant": "admin", "accept": "application/json, text/event-stream",
+                                   "mcp-protocol-version": "2025-11-25"})
+    check_client_message(INITIALIZE, "2025-11-25")
+    opened = client.post(view, INITIALIZE, content_type="application/json")
+    assert opened.status_code == 200, opened.content
+    assert "mcp-session-id" not in opened.headers  # stateless: nothing to come back to
+    answer = reply_of(opened)
+    check_server_message(answer, "2025-11-25", "initialize")
+    assert answer["result"]["serverInfo"]["name"] == "tenant-admin"
+    listed = reply_of(client.post(view, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                  content_type="application/json"))
+    check_server_message(listed, "2025-11-25", "tools/list")
+    assert {tool["name"] for tool in listed["result"]["tools"]} == {"whose", "audit"}
+    called = client.post(view, call("whose", 3), content_type="application/json", headers={"x-tenant": "bob"})
+    assert reply_of(called)["result"]["content"][0]["text"] == "the server of bob"
+    refused = client.post(view, b"{", content_type="application/json")
+    assert refused.status_code == 400 and json.loads(refused.content)["error"]["code"] == -32700
+
+
+def reply_of(response) -> dict:
+    """The one JSON-RPC message of a response, sent as JSON or as one SSE event."""
+    if response["content-type"].startswith("application/json"):
+        return json.loads(response.content)
+    data = [line[5:].strip() for line in response.content.decode().splitlines() if line.startswith("data:")]
+    return json.loads([chunk for chunk in data if chunk][-1])
 
 
 # JSON-response mode (HTTP-19) ---------------------------------------------------------------------

@@ -32,6 +32,8 @@ from .session_store import SessionStore
 from .shared_state import LocalState, RedisState, SharedState
 
 if TYPE_CHECKING:
+    from django.http import HttpRequest
+
     from ..server import Server
 
 
@@ -128,6 +130,13 @@ class StreamableHTTPTransport(Claims, Routing):
         from .consumer import StreamableHTTPConsumer
 
         return StreamableHTTPConsumer.as_asgi(transport=self)
+
+    async def handle_request(self, request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Serve one request of a Django view: ``(status, headers, body)``, the response gathered
+        whole (see ``django_view``); ``as_asgi()`` is the mounted style."""
+        from .django_view import handle_request
+
+        return await handle_request(self, request)
 
     # The process-local part -------------------------------------------------------------------
     @property

@@ -24,7 +24,7 @@ from mcp_server.asgi import BodyLimit, mcp_urlpatterns
 
 from .harness import REPO
 from .http_harness import database_env
-from .http_support import Client, running
+from .http_support import Client, raw_http, running
 from .wire import check_server_message
 
 MIB = 1 << 20
@@ -104,12 +104,37 @@ def collected(tmp_path_factory, django_db_setup) -> Path:
     return root
 
 
+@pytest.mark.feature("HTTP-36")
 @pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "hypercorn"])
 def test_the_admin_is_styled_in_development_from_the_apps_folders(django_db_blocker, live, server_kind):
     with running(django_db_blocker, server=server_kind) as server:
         assert_admin_is_styled(f"http://127.0.0.1:{server.port}")
         # And the endpoint is there too, in the same application.
         assert initialize(server.url)["serverInfo"]["name"] == "django-mcp-demo"
+        assert_header_names_on_the_wire(server.port, server_kind)
+
+
+# The framing headers an HTTP/1.1 server adds itself (h11 writes these in Header-Case).
+FRAMING = {b"connection", b"transfer-encoding", b"content-length", b"date", b"server"}
+
+
+def assert_header_names_on_the_wire(port: int, server_kind: str) -> None:
+    """The endpoint's header names as each server writes them (HTTP-36): uvicorn and hypercorn
+    write the application's lower-case names as they are; daphne (Twisted) writes Header-Case."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}})
+    request = ("POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n"
+               "content-type: application/json\r\naccept: application/json, text/event-stream\r\n"
+               f"content-length: {len(body)}\r\n\r\n{body}").encode()
+    status, reply = raw_http(port, request)
+    assert status == 200, reply
+    names = [line.split(b":", 1)[0] for line in reply.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]]
+    ours = [name for name in names if name.lower() not in FRAMING]
+    assert {b"mcp-session-id", b"content-type"} <= {name.lower() for name in ours}, names
+    if server_kind == "daphne":
+        assert b"Mcp-Session-Id" in ours and b"mcp-session-id" not in ours, names
+    else:
+        assert all(name == name.lower() for name in ours), names
 
 
 @pytest.mark.parametrize("server_kind", ["daphne", "uvicorn"])

@@ -244,6 +244,10 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
     answer = await consumer.while_connected(
         transport.server.handle_incoming_async(incoming, session), outbound.disconnected
     )
+    if answer is not None and fair_share_headers(answer) is not None and sse.take_back():
+        # Refused before anything went out (a rate limit): the status can still say so.
+        await _answer_json(consumer, answer)
+        return False
     if answer is not None:
         try:
             await outbound.write(answer, last=True)

@@ -48,10 +48,9 @@ DEFAULTS: dict[str, Any] = {
     # MCP middleware (docs/middleware.md): import strings of factories taking the next handler,
     # applied in order around every request and notification, in both eras and on Celery workers.
     "MIDDLEWARE": [],
-    # mcp_server.middleware.RateLimitMiddleware: token buckets, "number/period" as DRF writes
-    # throttle rates ("5/minute"; s, m, h, d), None or absent: no limit. PRINCIPAL: every request of
-    # one principal (lifecycle requests aside); TOOLS: calls of a tool ("*": each tool) by one
-    # principal; CLIENT_TOOLS: calls of a tool ("*": each) by all the principals of one OAuth client.
+    # mcp_server.middleware.RateLimitMiddleware: token buckets shared by every process, each rate
+    # "number/period" as DRF writes throttle rates ("5/minute"; s, m, h, d); the keys of
+    # RATE_LIMITS_DEFAULTS below. Past one, -32029 with data.retryAfter (HTTP 429 and Retry-After).
     "RATE_LIMITS": {},
     # Where the buckets live, shared by every process: "auto" (Redis at REDIS_URL, else Django's
     # cache), "redis" (atomic, a Lua script) or "cache" (Django's cache RATE_LIMIT_CACHE; atomic
@@ -356,8 +355,12 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
 
 # MCP_SERVER["RATE_LIMITS"]: the keys a project may set.
 RATE_LIMITS_DEFAULTS: dict[str, Any] = {
+    # Every request of one principal (initialize, ping and server/discover aside), as "5/minute".
     "PRINCIPAL": None,
+    # Tool name ("*": each tool not named) -> the rate of its calls by one principal (None: none).
     "TOOLS": {},
+    # Tool name ("*": each tool not named) -> the rate of its calls by every principal of one OAuth
+    # client together (requests whose credential names no client are not counted).
     "CLIENT_TOOLS": {},
 }
 

@@ -18,7 +18,7 @@ from django.test import override_settings
 
 from mcp_protocol.envelope import parse_envelope
 from mcp_protocol.errors import RATE_LIMITED, REQUEST_TIMEOUT
-from mcp_server import Server, ServerContext
+from mcp_server import Server, ServerContext, site
 from mcp_server.auth.base import Principal
 from mcp_server.checks import check_middleware
 from mcp_server.http.rate_buckets import RedisBuckets
@@ -156,6 +156,25 @@ def test_bad_middleware_settings_fail_the_system_check(mcp_server, fragment):
             mcp_settings.reload()
     assert [error.id[:-1] for error in errors] == ["mcp_server.E09"]
     assert fragment in errors[0].msg
+
+
+def test_the_default_server_is_built_with_the_middleware_and_limits_of_the_settings():
+    configured = {**settings.MCP_SERVER, "MIDDLEWARE": [f"{BUILT_IN}.TimeoutMiddleware", f"{SUPPORT}.Shout"],
+                  "TOOL_TIMEOUT": 30, "TOOL_TIMEOUTS": {"echo": None, "slow": 2.5},
+                  "RATE_LIMIT_STORE": "cache", "RATE_LIMIT_CACHE": "default"}
+    with override_settings(MCP_SERVER=configured):
+        server = site.get_server()
+        assert server.middleware == [TimeoutMiddleware, support.Shout]
+        timeouts = server.middleware_chain
+        assert isinstance(timeouts, TimeoutMiddleware) and isinstance(timeouts.get_response, support.Shout)
+        assert [timeouts.timeout_of(name) for name in ("echo", "slow", "other")] == [None, 2.5, 30]
+        buckets = site.build_rate_buckets()
+        assert isinstance(buckets, CacheBuckets) and buckets.cache is caches["default"]
+    with override_settings(MCP_SERVER={**configured, "RATE_LIMIT_STORE": "auto", "REDIS_URL": "redis://127.0.0.1:1/0"}):
+        assert isinstance(site.build_rate_buckets(), RedisBuckets)  # built, not connected
+    with override_settings(MCP_SERVER={**configured, "RATE_LIMIT_CACHE": "elsewhere"}), \
+            pytest.raises(ImproperlyConfigured, match="'elsewhere' is not an alias of CACHES"):
+        site.build_rate_buckets()
 
 
 def test_a_bad_import_string_is_refused_when_the_server_is_built():

@@ -124,16 +124,18 @@ async def _handle_observed_notification(server: Server, incoming: jsonrpc.Incomi
         if chain is None:
             await _handle_notification(server, incoming.method, incoming.params, session)
         else:
-            await _notification_through(chain, server, incoming, session)
+            await notification_through(chain, server, incoming, session, _handle_notification)
     finally:
         for done in reversed(observed):
             done()
 
 
-async def _notification_through(chain: Any, server: Server, incoming: jsonrpc.Incoming,
-                                session: ServerSession) -> None:
+async def notification_through(chain: Any, server: Server, incoming: jsonrpc.Incoming,
+                               session: ServerSession, handle: Any) -> None:
+    """Handle a notification through the middleware ``chain``: ``handle(server, method, params,
+    session)`` with what the middleware leaves. A refusal is logged (there is no response)."""
     async def run(call: Call) -> None:
-        await _handle_notification(server, call.method, call.params, session)
+        await handle(server, call.method, call.params, session)
 
     try:
         await chain(Call(method=incoming.method, params=incoming.params, session=session, run=run))

@@ -5,6 +5,7 @@ acceptance and the Celery worker are in test_middleware_cluster.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from unittest import mock
@@ -189,9 +190,10 @@ def test_an_unknown_rate_limits_key_is_refused():
 
 
 # Rate limits -------------------------------------------------------------------------------------
-def limited_server(limits: dict) -> Server:
+def limited_server(limits: dict, *outer) -> Server:
+    """A server whose rate limits are ``limits``, in buckets of its own, inside ``outer``."""
     buckets = CacheBuckets(caches["default"], prefix=f"test:{id(limits)}:")
-    return tool_server(lambda get_response: RateLimitMiddleware(
+    return tool_server(*outer, lambda get_response: RateLimitMiddleware(
         get_response, limits=RateLimits.from_settings(limits), buckets=buckets))
 
 
@@ -306,3 +308,39 @@ def test_a_tool_past_its_timeout_is_cancelled_and_the_call_ends_with_an_error():
     wait_until(saw_cancel.is_set, what="the plain tool to see its call cancelled")
     done = answer(server, call("tools/call", {"name": "quick", "arguments": {}}, 3))
     assert text_of(done["result"]) == "fine"
+
+
+# Streamable HTTP, in process ---------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+async def test_over_http_a_refusal_before_the_stream_is_a_429_and_a_cancel_passes_through():
+    from django.db import connection
+
+    from mcp_server.http import StreamableHTTPTransport
+
+    from .http_support import call_asgi, post_headers
+
+    saved, connection.settings_dict["CONN_MAX_AGE"] = connection.settings_dict.get("CONN_MAX_AGE"), 0
+    server = limited_server({"TOOLS": {"echo": "1/hour"}}, support.recording("seen"))
+    transport = StreamableHTTPTransport(server)
+    app = transport.as_asgi()
+    try:
+        init = call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "c", "version": "1"}})
+        reply = await call_asgi(app, "POST", post_headers(), [json.dumps(init).encode()])
+        session = reply.header(b"mcp-session-id").decode()
+        headers = post_headers(session, **{"mcp-protocol-version": "2025-11-25"})
+        first = await call_asgi(app, "POST", headers, [json.dumps(echo(request_id=2)).encode()])
+        assert (first.start["status"], first.header(b"content-type")) == (200, b"text/event-stream")
+        refused = await call_asgi(app, "POST", headers, [json.dumps(echo(request_id=3)).encode()])
+        assert refused.start["status"] == 429 and refused.header(b"content-type") == b"application/json"
+        answer_ = json.loads(refused.body)
+        check_server_message(answer_, "2025-11-25", "tools/call")
+        assert_rate_limited(answer_)
+        assert int(refused.header(b"retry-after")) == answer_["error"]["data"]["retryAfter"]
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+        check_client_message(cancel, "2025-11-25")
+        assert (await call_asgi(app, "POST", headers, [json.dumps(cancel).encode()])).start["status"] == 202
+        assert ("seen", "out", "notifications/cancelled", "handshake") in support.seen
+    finally:
+        await transport.close()
+        connection.settings_dict["CONN_MAX_AGE"] = saved

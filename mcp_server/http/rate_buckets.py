@@ -41,7 +41,7 @@ return tostring(wait)
 
 
 class RedisBuckets:
-    """``ports.TokenBuckets`` in Redis; ``clients.get()`` gives a connection (the stores' own)."""
+    """``ports.TokenBuckets`` in Redis; ``clients.get()`` gives a connection (as the stores')."""
 
     def __init__(self, clients: Any, prefix: str = "mcp:rate:"):
         self.clients = clients

@@ -16,6 +16,9 @@ HEADER_MISMATCH = -32020  # SEP-2243
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021  # SEP-2575
 UNSUPPORTED_PROTOCOL_VERSION = -32022  # SEP-2575
 URL_ELICITATION_REQUIRED = -32042  # SEP-1036
+# Not allocated by the specification, which names no code for a rate limit: ours, in the
+# implementation-defined server-error range, with ``data.retryAfter`` (seconds); HTTP 429 with it.
+RATE_LIMITED = -32029
 USER_REJECTED = -1  # a user declined a sampling request
 
 

@@ -222,6 +222,35 @@ def check_drain_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
     return errors
 
 
+@checks.register()
+def check_middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """MIDDLEWARE and the built-ins' settings (RATE_LIMITS, RATE_LIMIT_STORE, RATE_LIMIT_CACHE,
+    TOOL_TIMEOUT, TOOL_TIMEOUTS), checked at start-up rather than at the first request: the chain is
+    built once, as the server builds it."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .middleware.base import build_chain, load
+    from .site import RATE_LIMIT_STORES
+
+    errors: list[checks.CheckMessage] = []
+    try:
+        build_chain(load(mcp_settings.MIDDLEWARE))
+    except ImproperlyConfigured as exc:
+        errors.append(checks.Error(str(exc), hint="MCP_SERVER['MIDDLEWARE'] lists import strings of "
+                                   "factories, such as 'mcp_server.middleware.RateLimitMiddleware'",
+                                   id="mcp_server.E090"))
+    if mcp_settings.RATE_LIMIT_STORE not in RATE_LIMIT_STORES:
+        errors.append(checks.Error(f"MCP_SERVER['RATE_LIMIT_STORE'] must be one of {RATE_LIMIT_STORES}, not "
+                                   f"{mcp_settings.RATE_LIMIT_STORE!r}", id="mcp_server.E091"))
+    elif mcp_settings.RATE_LIMIT_STORE == "redis" and not mcp_settings.REDIS_URL:
+        errors.append(checks.Error("MCP_SERVER['RATE_LIMIT_STORE'] = 'redis' needs REDIS_URL",
+                                   id="mcp_server.E091"))
+    elif mcp_settings.RATE_LIMIT_CACHE not in settings.CACHES:
+        errors.append(checks.Error(f"MCP_SERVER['RATE_LIMIT_CACHE'] = {mcp_settings.RATE_LIMIT_CACHE!r} is "
+                                   "not an alias of CACHES", id="mcp_server.E091"))
+    return errors
+
+
 RUNSERVER_HINT = (
     'List "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = "mysite.asgi.application" '
     "(the asgi.py whose application is mcp_server.asgi.get_asgi_application()); or serve the "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +23,13 @@ from . import log_context, ports
 from .context import ServerContext
 from .errors import DATABASE_UNAVAILABLE, AnsweredElsewhere, MissingCapabilityError
 from .handlers import declares
+from .middleware.base import Call
 
 if TYPE_CHECKING:
     from .server import Server
     from .session import ServerSession
+
+logger = logging.getLogger("mcp_server")
 
 
 async def handle_payload(server: Server, payload: Any, session: ServerSession) -> Any:
@@ -116,16 +120,34 @@ async def _handle_observed_notification(server: Server, incoming: jsonrpc.Incomi
                                         session: ServerSession) -> None:
     observed = _notification_observed(server, incoming, session) if ports.observers() else ()
     try:
-        await _handle_notification(server, incoming, session)
+        chain = server.middleware_chain
+        if chain is None:
+            await _handle_notification(server, incoming.method, incoming.params, session)
+        else:
+            await notification_through(chain, server, incoming, session, _handle_notification)
     finally:
         for done in reversed(observed):
             done()
 
 
-async def _handle_notification(server: Server, incoming: jsonrpc.Incoming,
+async def notification_through(chain: Any, server: Server, incoming: jsonrpc.Incoming,
+                               session: ServerSession, handle: Any) -> None:
+    """Handle a notification through the middleware ``chain``: ``handle(server, method, params,
+    session)`` with what the middleware leaves. A refusal is logged (there is no response)."""
+    async def run(call: Call) -> None:
+        await handle(server, call.method, call.params, session)
+
+    try:
+        await chain(Call(method=incoming.method, params=incoming.params, session=session, run=run))
+    except MCPError as refused:  # a notification has no response to carry the refusal
+        logger.info("MCP notification %s refused by middleware: %s", incoming.method, refused.message)
+    except Exception as exc:
+        await server.report_exception_async(exc, {"notification": incoming.method})
+
+
+async def _handle_notification(server: Server, method: str, params: Any,
                                session: ServerSession) -> None:
-    params = incoming.params if isinstance(incoming.params, dict) else {}
-    method = incoming.method
+    params = params if isinstance(params, dict) else {}
     if method == methods.NOTIFICATIONS_CANCELLED:
         session.cancel_request(params.get("requestId"), params.get("reason"))
     elif method == methods.NOTIFICATIONS_ROOTS_LIST_CHANGED:
@@ -216,9 +238,14 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     observed = _started(server, observers, ctx) if observers else ()
     started = time.perf_counter()
 
+    chain = server.middleware_chain
+
     async def call_next() -> Any:
         try:
-            outcome.result = await handler(ctx)
+            if chain is None:
+                outcome.result = await handler(ctx)
+            else:
+                outcome.result = await chain(through_middleware(ctx, handler))
         except (CancelledError, AnsweredElsewhere) as exc:
             outcome.error = exc
             raise
@@ -267,6 +294,18 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
         except Exception as exc:  # an observer never costs the client its answer
             await server.report_exception_async(exc, {"request": ctx.message, "observer": observer})
     return response
+
+
+def through_middleware(ctx: ServerContext, handler: Any, *, background: bool = False) -> Call:
+    """The :class:`Call` of a request, whose innermost step runs ``handler(ctx)`` with the params
+    the middleware left."""
+    async def run(call: Call) -> Any:
+        served = call.context  # a middleware may hand the handler a copy (TimeoutMiddleware)
+        served.params = call.params
+        return await handler(served)
+
+    return Call(method=ctx.method, params=ctx.params, session=ctx.session, request_id=ctx.request_id,
+                context=ctx, background=background, run=run)
 
 
 def _started(server: Server, observers: list, ctx: ServerContext) -> list:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mcp_protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    RATE_LIMITED,
     InvalidParamsError,
     MCPError,
     MethodNotFoundError,
@@ -21,6 +23,7 @@ __all__ = [
     "MethodAlreadyDefinedError",
     "MethodNotFoundError",
     "MissingCapabilityError",
+    "RateLimitedError",
     "RequestTimeoutError",
     "ResourceNotFoundError",
     "SchemaValidationError",
@@ -101,6 +104,17 @@ class TooManyBackgroundCalls(MCPError):
         super().__init__(f"Too Many Requests: {limit} background calls of this client are queued or "
                          "running, the most allowed; wait for one to end, or cancel one",
                          code=INVALID_REQUEST, data={"retryAfter": retry_after})
+
+
+class RateLimitedError(MCPError):
+    """A call past a rate limit (``mcp_server.middleware.RateLimitMiddleware``): -32029, our code
+    (the specification names none), with ``data.retryAfter`` in whole seconds; over HTTP, 429 and
+    ``Retry-After`` where the response's status is still undecided."""
+
+    def __init__(self, what: str, retry_after: float):
+        self.retry_after = seconds = max(1, math.ceil(retry_after))
+        super().__init__(f"Too Many Requests: the rate limit of {what} is reached; try again in {seconds} s",
+                         code=RATE_LIMITED, data={"retryAfter": seconds})
 
 
 class AnsweredElsewhere(Exception):

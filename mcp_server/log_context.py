@@ -33,6 +33,7 @@ LOGGER_NAMES = (
     "mcp_server.background",
     "mcp_server.http",
     "mcp_server.registry",
+    "mcp_server.requests",
     "mcp_server.tasks",
     "mcp_client",
 )

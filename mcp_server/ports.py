@@ -107,6 +107,17 @@ class RequestObserver(Protocol):
         ...
 
 
+class TokenBuckets(Protocol):
+    """Token buckets every process shares (the rate-limit middleware's): Redis, or Django's cache.
+    The composition root registers the one the settings choose (``RATE_LIMIT_STORE``)."""
+
+    async def take(self, buckets: list[tuple[str, int, float]]) -> float:
+        """Take one token from each bucket ``(key, capacity, period)`` (refilled at ``capacity``
+        tokens per ``period`` seconds), all or none, atomically: 0.0 when taken, else the seconds
+        until every one of them has a token again."""
+        ...
+
+
 _implementations: dict[type, Any] = {}
 _observers: list[RequestObserver] = []
 

@@ -22,6 +22,8 @@ from .handlers.cache_hints import check as check_cache_hints
 from .handlers.pagination import check_page_size
 from .hook_calls import call_hook, fire_hook
 from .invoke import call_with_params
+from .middleware.base import build_chain
+from .middleware.base import load as load_middleware
 from .primitives import Prompt, Resource, ResourceTemplate, Tool
 from .primitives.base import check_icons
 from .primitives.prompt import prompt_from_function
@@ -75,6 +77,7 @@ class Server:
         request_state_security: RequestStateSecurity | None = None,
         input_required_legacy_shim: bool = True,
         input_required_max_rounds: int = 8,
+        middleware: Iterable[Any] = (),
     ):
         self.name = name
         self.title = title
@@ -98,6 +101,10 @@ class Server:
                              f"not {input_required_max_rounds!r}")
         self.input_required_max_rounds = input_required_max_rounds
         self.hooks = Hooks()
+        # MCP middleware (mcp_server.middleware): factories, or import strings of them, the first
+        # outermost. The chain is built once, here; None (no middleware) costs a request nothing.
+        self.middleware = load_middleware(middleware, "Server(middleware=...)")
+        self.middleware_chain = build_chain(self.middleware)
         self.custom_methods: dict[str, Callable] = {}
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}

@@ -45,6 +45,23 @@ DEFAULTS: dict[str, Any] = {
     "INSTRUMENTATION_CALLBACK": None,
     # Pass the server_context dict to the two hooks above.
     "INSTRUMENT_SERVER_CONTEXT": False,
+    # MCP middleware (docs/middleware.md): import strings of factories taking the next handler,
+    # applied in order around every request and notification, in both eras and on Celery workers.
+    "MIDDLEWARE": [],
+    # mcp_server.middleware.RateLimitMiddleware: token buckets shared by every process, each rate
+    # "number/period" as DRF writes throttle rates ("5/minute"; s, m, h, d); the keys of
+    # RATE_LIMITS_DEFAULTS below. Past one, -32029 with data.retryAfter (HTTP 429 and Retry-After).
+    "RATE_LIMITS": {},
+    # Where the buckets live, shared by every process: "auto" (Redis at REDIS_URL, else Django's
+    # cache), "redis" (atomic, a Lua script) or "cache" (Django's cache RATE_LIMIT_CACHE; atomic
+    # only where its add() is: Redis, Memcached, database; LocMem is one process's).
+    "RATE_LIMIT_STORE": "auto",
+    "RATE_LIMIT_CACHE": "default",
+    # mcp_server.middleware.TimeoutMiddleware: seconds a tool call may run (None: no bound), and
+    # per tool name (a number, or None for no bound); past it the handler is cancelled and the call
+    # ends with -32001.
+    "TOOL_TIMEOUT": None,
+    "TOOL_TIMEOUTS": {},
     # Dotted path of the class the default server is built from.
     "SERVER_CLASS": "mcp_server.server.Server",
     # Import each installed app's mcp.py at start-up, as admin does with admin.py.
@@ -336,6 +353,17 @@ AUTHORIZATION_SERVER_DEFAULTS: dict[str, Any] = {
     "MAX_REGISTRATION_BYTES": 64 * 1024,
 }
 
+# MCP_SERVER["RATE_LIMITS"]: the keys a project may set.
+RATE_LIMITS_DEFAULTS: dict[str, Any] = {
+    # Every request of one principal (initialize, ping and server/discover aside), as "5/minute".
+    "PRINCIPAL": None,
+    # Tool name ("*": each tool not named) -> the rate of its calls by one principal (None: none).
+    "TOOLS": {},
+    # Tool name ("*": each tool not named) -> the rate of its calls by every principal of one OAuth
+    # client together (requests whose credential names no client are not counted).
+    "CLIENT_TOOLS": {},
+}
+
 _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "SERVER_CLASS",
            "SESSION_REQUEST_VALIDATOR", "REDIS_CLIENT_FACTORY", "SHARED_STATE_CLASS",
            "EVENT_STORE_CLASS", "REDACTION_POLICY")
@@ -343,9 +371,10 @@ _DOTTED = ("EXCEPTION_REPORTER", "AROUND_REQUEST", "INSTRUMENTATION_CALLBACK", "
 
 # Settings that are dicts of their own keys, each with its defaults.
 _NESTED: dict[str, dict[str, Any]] = {"RESOURCE_SERVER": RESOURCE_SERVER_DEFAULTS,
-                                      "AUTHORIZATION_SERVER": AUTHORIZATION_SERVER_DEFAULTS}
+                                      "AUTHORIZATION_SERVER": AUTHORIZATION_SERVER_DEFAULTS,
+                                      "RATE_LIMITS": RATE_LIMITS_DEFAULTS}
 # Dicts among those whose keys are the project's own (names it chooses), taken as they are.
-_FREE_FORM = {"AUTHORIZATION_SERVER.SCOPES"}
+_FREE_FORM = {"AUTHORIZATION_SERVER.SCOPES", "RATE_LIMITS.TOOLS", "RATE_LIMITS.CLIENT_TOOLS"}
 
 
 def _merged(path: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import module_has_submodule
@@ -55,6 +56,8 @@ _CONFIGURATION_SETTINGS = {
 
 
 def build_server() -> Server:
+    from .middleware.base import load as load_middleware
+
     s = mcp_settings
     # Only the keys the project sets become per-server values: the rest stay unset, so the
     # global configure() values still apply to the default server (CFG-01).
@@ -65,7 +68,7 @@ def build_server() -> Server:
         s.NAME, title=s.TITLE, version=s.VERSION, description=s.DESCRIPTION,
         instructions=s.INSTRUCTIONS, website_url=s.WEBSITE_URL, icons=s.ICONS,
         capabilities=s.CAPABILITIES, page_size=s.PAGE_SIZE, ttl_ms=s.TTL_MS,
-        cache_scope=s.CACHE_SCOPE, configuration=configuration,
+        cache_scope=s.CACHE_SCOPE, configuration=configuration, middleware=load_middleware(s.MIDDLEWARE),
     )
     if s.REGISTRY_IN_DATABASE:
         from .registry.overlay import RegistryOverlay
@@ -198,8 +201,50 @@ def install() -> None:
     from .extensions.tasks import hooks as tasks_extension
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
+    ports.register(ports.TokenBuckets, SettingsBuckets())
     tasks_extension.install(default_transport=get_transport)
     install_observers()
+
+
+RATE_LIMIT_STORES = ("auto", "redis", "cache")
+
+
+def build_rate_buckets() -> Any:
+    """The token buckets of the rate-limit middleware (``RATE_LIMIT_STORE``): Redis, through the
+    stores' kind of client, or Django's cache ``RATE_LIMIT_CACHE``."""
+    from django.core.cache import caches
+
+    from .http.rate_buckets import RedisBuckets
+    from .middleware.buckets import CacheBuckets
+
+    s = mcp_settings
+    if s.RATE_LIMIT_STORE not in RATE_LIMIT_STORES:
+        raise ImproperlyConfigured(f"MCP_SERVER['RATE_LIMIT_STORE'] must be one of {RATE_LIMIT_STORES}, "
+                                   f"not {s.RATE_LIMIT_STORE!r}")
+    if s.RATE_LIMIT_STORE == "redis" or (s.RATE_LIMIT_STORE == "auto" and s.REDIS_URL):
+        if not s.REDIS_URL:
+            raise ImproperlyConfigured("MCP_SERVER['RATE_LIMIT_STORE'] = 'redis' needs REDIS_URL")
+        return RedisBuckets(build_redis_clients())
+    if s.RATE_LIMIT_CACHE not in settings.CACHES:
+        raise ImproperlyConfigured(f"MCP_SERVER['RATE_LIMIT_CACHE'] = {s.RATE_LIMIT_CACHE!r} is not an alias "
+                                   f"of CACHES ({', '.join(settings.CACHES)})")
+    return CacheBuckets(caches[s.RATE_LIMIT_CACHE])
+
+
+class SettingsBuckets:
+    """``ports.TokenBuckets`` as the settings choose, built on first use (and again after the
+    settings change): a process that limits nothing never connects anything for it."""
+
+    def __init__(self) -> None:
+        self._built: Any = None
+
+    def forget(self) -> None:
+        self._built = None
+
+    async def take(self, buckets: list[tuple[str, int, float]]) -> float:
+        if self._built is None:
+            self._built = build_rate_buckets()
+        return await self._built.take(buckets)
 
 
 def install_observers() -> None:
@@ -282,6 +327,9 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
         mcp_settings.reload()  # before the server is built again, whichever receiver ran first
         reset()
         install_observers()  # TELEMETRY and AUDIT may have changed
+        buckets = ports.implementation(ports.TokenBuckets)
+        if isinstance(buckets, SettingsBuckets):  # RATE_LIMIT_STORE and REDIS_URL may have changed
+            buckets.forget()
 
 
 setting_changed.connect(_on_setting_changed)

@@ -140,15 +140,15 @@ def settings_page() -> str:
     pages = {path.relative_to(DOCS).as_posix(): path.read_text() for path in sorted(DOCS.glob("*.md"))}
     server = read_settings(ROOT / "mcp_server" / "settings.py", {
         "DEFAULTS": [], "RESOURCE_SERVER_DEFAULTS": ["RESOURCE_SERVER"],
-        "AUTHORIZATION_SERVER_DEFAULTS": ["AUTHORIZATION_SERVER"]})
+        "AUTHORIZATION_SERVER_DEFAULTS": ["AUTHORIZATION_SERVER"], "RATE_LIMITS_DEFAULTS": ["RATE_LIMITS"]})
     client = read_settings(ROOT / "mcp_client" / "contrib" / "django" / "conf.py", {"DEFAULTS": []})
     out = ["# Settings reference", "", GENERATED, "",
            "Every key of the two settings dicts, with its default and what the code says of it. The",
            "pages named in the last column explain it further; [Configuration](../configuration.md#settings)",
            "has them by topic. A key the project does not set keeps its default; an unknown key is an error.",
            "", "## MCP_SERVER", "",
-           "The server's settings (`mcp_server.settings`). `RESOURCE_SERVER` and `AUTHORIZATION_SERVER` are",
-           "dicts of their own keys: a project sets only those it changes.", ""]
+           "The server's settings (`mcp_server.settings`). `RESOURCE_SERVER`, `AUTHORIZATION_SERVER` and",
+           "`RATE_LIMITS` are dicts of their own keys: a project sets only those it changes.", ""]
 
     def table(settings: list[Setting]) -> None:
         out.extend(["| Key | Default | Meaning | Explained in |", "|---|---|---|---|"])
@@ -175,7 +175,7 @@ def setting_paths() -> list[str]:
     """Every documented setting, as ``MCP_SERVER`` keys are written (for tests)."""
     return [_label(s.path) for s in read_settings(ROOT / "mcp_server" / "settings.py", {
         "DEFAULTS": [], "RESOURCE_SERVER_DEFAULTS": ["RESOURCE_SERVER"],
-        "AUTHORIZATION_SERVER_DEFAULTS": ["AUTHORIZATION_SERVER"]})]
+        "AUTHORIZATION_SERVER_DEFAULTS": ["AUTHORIZATION_SERVER"], "RATE_LIMITS_DEFAULTS": ["RATE_LIMITS"]})]
 
 
 # Management commands -----------------------------------------------------------------------------

@@ -125,10 +125,15 @@ def setting_names(defaults: dict, prefix: str) -> list[str]:
 
 def test_every_setting_is_in_the_reference():
     from mcp_client.contrib.django.conf import DEFAULTS as CLIENT_DEFAULTS
-    from mcp_server.settings import AUTHORIZATION_SERVER_DEFAULTS, DEFAULTS, RESOURCE_SERVER_DEFAULTS
+    from mcp_server.settings import (
+        AUTHORIZATION_SERVER_DEFAULTS,
+        DEFAULTS,
+        RATE_LIMITS_DEFAULTS,
+        RESOURCE_SERVER_DEFAULTS,
+    )
 
     server = {**DEFAULTS, "RESOURCE_SERVER": RESOURCE_SERVER_DEFAULTS,
-              "AUTHORIZATION_SERVER": AUTHORIZATION_SERVER_DEFAULTS}
+              "AUTHORIZATION_SERVER": AUTHORIZATION_SERVER_DEFAULTS, "RATE_LIMITS": RATE_LIMITS_DEFAULTS}
     reference = (REFERENCE / "settings.md").read_text()
     documented = set(re.findall(r"^\| `([^`]+)` \|", reference, re.MULTILINE))
     missing = [name for name in setting_names(server, "") + setting_names(CLIENT_DEFAULTS, "")

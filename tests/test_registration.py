@@ -560,7 +560,10 @@ def test_every_setting_is_covered_here():
                "TELEMETRY", "AUDIT", "AUDIT_RETENTION_DAYS", "AUDIT_BATCH_SIZE", "AUDIT_FLUSH_INTERVAL",
                "REDACTED_KEYS", "REDACTION_POLICY",
                # tests/test_rolling_restart.py.
-               "DRAIN_TIMEOUT", "HEALTH_CHECK_PATH"}
+               "DRAIN_TIMEOUT", "HEALTH_CHECK_PATH",
+               # tests/test_middleware.py.
+               "MIDDLEWARE", "RATE_LIMITS", "RATE_LIMIT_STORE", "RATE_LIMIT_CACHE", "TOOL_TIMEOUT",
+               "TOOL_TIMEOUTS"}
     assert covered == set(DEFAULTS)
 
 

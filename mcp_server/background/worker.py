@@ -20,6 +20,7 @@ from mcp_protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsErro
 
 from .. import telemetry
 from ..auth.base import Principal
+from ..dispatch import through_middleware
 from ..http.event_store import EventsDropped
 from ..http.outbound import DETACHED, PostOutbound
 from ..http.stored_session import HTTPServerSession
@@ -112,7 +113,7 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
     # The span of the run (MCP_SERVER["TELEMETRY"]), linked to the one that queued the call.
     with telemetry.background_span(call, tool) as record_outcome:
         try:
-            result = await execute(ctx, tool, call.arguments)
+            result = await _through_middleware(server, ctx, tool, call.arguments)
             response = jsonrpc.response(call.request_id, result)
         except CancelledError:
             response = None
@@ -130,6 +131,21 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
         return "cancelled"
     await outbound.respond(response)
     return "failed" if "error" in response else "completed"
+
+
+async def _through_middleware(server: Any, ctx: BackgroundContext, tool: Any, arguments: dict) -> Any:
+    """Run the call through the server's middleware, as the web process did before queueing it
+    (``Call.background`` is True here): the arguments are those the middleware leaves."""
+    chain = server.middleware_chain
+    if chain is None:
+        return await execute(ctx, tool, arguments)
+
+    async def run(served: Any) -> Any:
+        params = served.params if isinstance(served.params, dict) else {}
+        given = params.get("arguments", arguments)
+        return await execute(served, tool, given if isinstance(given, dict) else arguments)
+
+    return await chain(through_middleware(ctx, run, background=True))
 
 
 async def _session(transport: Any, runtime: Any, call: Any) -> Any:

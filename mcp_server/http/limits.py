@@ -10,7 +10,7 @@ import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
-from mcp_protocol.errors import INVALID_REQUEST
+from mcp_protocol.errors import INVALID_REQUEST, RATE_LIMITED
 
 from ..invoke import run_in_thread
 from ..telemetry import metrics
@@ -34,10 +34,11 @@ def too_many(message: str, retry_after: float) -> HTTPError:
 
 def fair_share_headers(response: dict) -> list[tuple[bytes, bytes]] | None:
     """The ``Retry-After`` of a JSON-RPC response that is a fair-share refusal made below the
-    transport (a background call past its principal's share: ``TooManyBackgroundCalls``), to send
+    transport (a background call past its principal's share: ``TooManyBackgroundCalls``; a rate
+    limit of the middleware: ``RateLimitedError``), to send
     with 429 where the response is still undecided; None for any other response."""
     error = response.get("error")
-    if not isinstance(error, dict) or error.get("code") != INVALID_REQUEST \
+    if not isinstance(error, dict) or error.get("code") not in (INVALID_REQUEST, RATE_LIMITED) \
             or not str(error.get("message", "")).startswith(TOO_MANY):
         return None
     data = error.get("data")

@@ -11,6 +11,7 @@ from mcp_protocol import jsonrpc, methods
 from mcp_protocol.errors import INVALID_REQUEST
 
 from .. import log_context
+from ..dispatch import notification_through
 from ..session import ServerSession
 from ..telemetry import metrics
 from .authorization import authorize, session_of
@@ -181,13 +182,26 @@ async def _in_session(consumer: StreamableHTTPConsumer, request: Request,
 async def _notification(consumer: StreamableHTTPConsumer, record: SessionRecord,
                         incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    params = incoming.params if isinstance(incoming.params, dict) else {}
     if incoming.method == methods.NOTIFICATIONS_CANCELLED:
-        # The request may run in any process: send the cancel where it runs.
-        await transport.route_cancel(record.id, params.get("requestId"), params.get("reason"))
+        chain = transport.server.middleware_chain
+        if chain is None:
+            await _route_cancel(transport, record, incoming.params)
+            return
+
+        async def route(_server: Any, _method: str, params: Any, _session: Any) -> None:
+            await _route_cancel(transport, record, params)
+
+        session = HTTPServerSession(transport, record, DroppingOutbound(), consumer.principal)
+        await notification_through(chain, transport.server, incoming, session, route)
         return
     session = HTTPServerSession(transport, record, DroppingOutbound(), consumer.principal)
     await transport.server.handle_incoming_async(incoming, session)
+
+
+async def _route_cancel(transport: Any, record: SessionRecord, params: Any) -> None:
+    # The request may run in any process: send the cancel where it runs.
+    params = params if isinstance(params, dict) else {}
+    await transport.route_cancel(record.id, params.get("requestId"), params.get("reason"))
 
 
 async def _request(consumer: StreamableHTTPConsumer, request: Request, record: SessionRecord,
@@ -244,6 +258,10 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
     answer = await consumer.while_connected(
         transport.server.handle_incoming_async(incoming, session), outbound.disconnected
     )
+    if answer is not None and fair_share_headers(answer) is not None and sse.take_back():
+        # Refused before anything went out (a rate limit): the status can still say so.
+        await _answer_json(consumer, answer)
+        return False
     if answer is not None:
         try:
             await outbound.write(answer, last=True)

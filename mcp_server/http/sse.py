@@ -64,6 +64,18 @@ class SSEResponse:
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._flush_held)
 
+    def take_back(self) -> bool:
+        """Whether nothing of the response went out, nor is on its way; then nothing will (what
+        was held is dropped, and the response is closed), and the request may still be answered
+        otherwise (a 429 in plain JSON)."""
+        if self.started or self._flushing is not None or self.closed:
+            return False
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        self._held, self.closed = b"", True
+        return True
+
     def _flush_held(self) -> None:
         self._flush = None
         if self._held and not self.closed:

@@ -26,6 +26,7 @@ from . import mrtr
 from .asks import Ask, AskDeclinedError, ElicitationResult, Resolve
 from .input_required import InputRequiredResult
 from .invoke import call_user_code
+from .outgoing import DeliveryError
 from .request_state import arguments_digest
 
 if TYPE_CHECKING:
@@ -230,6 +231,9 @@ class _Round:
     async def _ask(self, key: str, ask: Ask) -> Any:
         entry = ask.request()
         if not self.batched:
+            refused = self.ctx.session.requests_refused
+            if refused:  # the error create_form_elicitation() and the others give there
+                raise DeliveryError(f"{entry['method']}: {refused}")
             answers = await mrtr.fulfil_live(self.ctx, InputRequiredResult({key: entry}))
             return ask.outcome(answers[key])  # checked as every live answer is
         question = _digest(entry)

@@ -114,8 +114,8 @@ async def test_a_modern_request_asks_round_by_round_and_the_body_runs_once():
         "mode": "form", "message": "Hi! What is your name?", "requestedSchema": NAME_FORM}}}
     assert first["requestState"].startswith("v1.")
     # The second form depends on the first answer; the state carries that answer on.
-    second = (await modern(server, "tools/call", {**call, "inputResponses": {"name_of": accept(name="Ada")},
-                                                  "requestState": first["requestState"]}, request_id=2))["result"]
+    retry = {**call, "inputResponses": {"name_of": accept(name="Ada")}, "requestState": first["requestState"]}
+    second = (await modern(server, "tools/call", retry, request_id=2))["result"]
     assert list(second["inputRequests"]) == ["city_of"]
     assert second["inputRequests"]["city_of"]["params"]["message"] == "Where do you live, Ada?"
     assert bodies == []
@@ -173,7 +173,8 @@ async def test_prompts_and_resource_templates_declare_asks_too():
     server, _ = asking_server()
     listed = server.prompts["card"].to_dict()
     assert listed["arguments"] == []
-    first = (await modern(server, "prompts/get", {"name": "card", "arguments": {"greeting": "Hey"}}))["result"]
+    card = {"name": "card", "arguments": {"greeting": "Hey"}}
+    first = (await modern(server, "prompts/get", card))["result"]
     assert first["inputRequests"]["name_of"]["params"]["message"] == "Hey! What is your name?"
     done = await modern(server, "prompts/get", {"name": "card", "arguments": {"greeting": "Hey"},
                                                 "inputResponses": {"name_of": accept(name="Ada")},

@@ -406,7 +406,8 @@ async def test_declared_asks_of_the_demo_over_stdio_in_either_era(mode):
     client.on_elicitation(elicit)  # before connecting: the capability is declared then
     async with client:
         assert client.is_modern == (mode == "auto")
-        assert (await client.call_tool("confirm_action", {"action": "ship"})).text == "Done: ship (priority high)"
+        confirmed = await client.call_tool("confirm_action", {"action": "ship"})
+        assert confirmed.text == "Done: ship (priority high)"
         meeting = await client.call_tool("arrange_meeting", {"topic": "the roof"})
         assert meeting.text == "Arranged a visit about the roof: 1 Main Street"
     assert asked == ["Do you want to ship?", "How should we meet about the roof?", "Where should we meet?"]

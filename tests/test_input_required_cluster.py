@@ -146,7 +146,8 @@ async def test_our_client_answers_declared_asks_while_its_requests_alternate_bet
     client.on_elicitation(elicit)
     async with client:
         assert client.is_modern == (mode == "auto")
-        assert (await client.call_tool("confirm_action", {"action": "ship"})).text == "Done: ship (priority high)"
+        confirmed = await client.call_tool("confirm_action", {"action": "ship"})
+        assert confirmed.text == "Done: ship (priority high)"
         meeting = await client.call_tool("arrange_meeting", {"topic": "the roof"})
         assert meeting.text == "Arranged a visit about the roof: 1 Main Street"
     assert asked == ["Do you want to ship?", "How should we meet about the roof?", "Where should we meet?"]

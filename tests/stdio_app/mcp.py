@@ -13,7 +13,7 @@ from typing import Annotated
 import mcp_server
 from mcp_protocol import methods
 from mcp_protocol.cancellation import CancelledError
-from mcp_server import Elicit, InputRequiredResult, MCPError, Resolve, ServerContext
+from mcp_server import Elicit, InputRequiredResult, ListRoots, MCPError, Resolve, ServerContext
 from mcp_server.logging_levels import LEVELS
 
 # What ask_client(request="elicit") asks for.
@@ -223,6 +223,12 @@ def _place_of(topic: str) -> Elicit:
 def _room_of(place: Annotated[dict, Resolve(_place_of)]) -> Elicit:
     return Elicit(f"Which room in {place['place']}?", {"type": "object", "properties": {
         "room": {"type": "integer", "title": "Room"}}, "required": ["room"]})
+
+
+@mcp_server.tool
+def where_am_i(roots: Annotated[list, ListRoots()]) -> str:
+    """A declared ask of the client's roots (which the MCP Inspector CLI can answer): their URIs."""
+    return " ".join(root["uri"] for root in roots) or "no roots"
 
 
 @mcp_server.tool(background=True)

@@ -30,6 +30,7 @@ from .test_input_required import KEY, modern
 
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 CITY_FORM = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TONE_FORM = {"type": "object", "properties": {"tone": {"type": "string"}}, "required": ["tone"]}
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}
 ROOTS = {"roots": [{"uri": "file:///work", "name": "work"}]}
 EVERYTHING = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {"listChanged": True}}
@@ -80,6 +81,10 @@ def asking_server() -> tuple[Server, list[Any]]:
             return f"A card for {name['name']} ({args['greeting']})"
 
     server.add_prompt(Card)
+
+    @server.prompt
+    def review(topic: str, tone: Annotated[dict, Elicit("Which tone?", TONE_FORM)]) -> str:
+        return f"Review {topic} in a {tone['tone']} tone."
 
     @server.resource_template("test://{who}/note", name="note")
     def note(who: str, name: Annotated[dict, Elicit("Name?", NAME_FORM)]) -> str:
@@ -180,6 +185,12 @@ async def test_prompts_and_resource_templates_declare_asks_too():
                                                 "inputResponses": {"name_of": accept(name="Ada")},
                                                 "requestState": first["requestState"]}, request_id=2)
     assert done["result"]["messages"][0]["content"]["text"] == "A card for Ada (Hey)"
+    assert [a["name"] for a in server.prompts["review"].to_dict()["arguments"]] == ["topic"]
+    review = {"name": "review", "arguments": {"topic": "the plan"}}
+    first = (await modern(server, "prompts/get", review))["result"]
+    done = await modern(server, "prompts/get", {**review, "inputResponses": {"tone": accept(tone="kind")},
+                                                "requestState": first["requestState"]}, request_id=3)
+    assert done["result"]["messages"][0]["content"]["text"] == "Review the plan in a kind tone."
     first = (await modern(server, "resources/read", {"uri": "test://ada/note"}))["result"]
     done = await modern(server, "resources/read", {"uri": "test://ada/note",
                                                    "inputResponses": {"name": accept(name="Bo")},

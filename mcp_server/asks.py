@@ -173,8 +173,3 @@ class ListRoots(Ask):
 
     def __repr__(self) -> str:
         return "ListRoots()"
-
-
-def resolves(annotation_metadata: Any) -> bool:
-    """Whether an ``Annotated`` metadata item declares an ask (a :class:`Resolve` or an :class:`Ask`)."""
-    return getattr(annotation_metadata, "resolves_parameter", False) is True

@@ -235,7 +235,7 @@ class _Round:
             if refused:  # the error create_form_elicitation() and the others give there
                 raise DeliveryError(f"{entry['method']}: {refused}")
             answers = await mrtr.fulfil_live(self.ctx, InputRequiredResult({key: entry}))
-            return ask.outcome(answers[key])  # checked as every live answer is
+            return ask.outcome(ask.checked(answers[key]))
         question = _digest(entry)
         recorded = self.recorded.get(key)
         if recorded is not None and recorded.get("q") == question:

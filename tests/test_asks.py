@@ -23,6 +23,7 @@ from mcp_server import (
     Sample,
     Server,
     ServerContext,
+    Tool,
 )
 
 from .peer import connected
@@ -73,6 +74,19 @@ def asking_server() -> tuple[Server, list[Any]]:
     @server.tool
     def sign_in(done: Annotated[dict, ElicitURL("Sign in", "https://example.com/in", "e-1")]) -> str:
         return f"signed in {done}"
+
+    class Deploy(Tool):
+        input_schema = {"properties": {"target": {"type": "string"}, "greeting": {"type": "string"}}}
+
+        def call(self, target: str, greeting: str, name: Annotated[dict, Resolve(name_of)]) -> str:
+            bodies.append(("deploy", name))
+            return f"{target} by {name['name']}"
+
+    server.add_tool(Deploy)
+
+    @server.define_tool(name="define_style", input_schema={"type": "object"})
+    def define_style(arguments: dict, name: Annotated[dict, Elicit("Name?", NAME_FORM)]) -> str:
+        return f"{arguments.get('greeting')} {name['name']}"
 
     class Card(Prompt):
         name = "card"
@@ -196,6 +210,20 @@ async def test_prompts_and_resource_templates_declare_asks_too():
                                                    "inputResponses": {"name": accept(name="Bo")},
                                                    "requestState": first["requestState"]}, request_id=2)
     assert done["result"]["contents"][0]["text"] == "ada by Bo"
+
+
+async def test_tool_classes_and_defined_handlers_declare_asks_too():
+    server, bodies = asking_server()
+    cases = (("deploy", {"target": "prod", "greeting": "Yo"}, "name_of", "prod by Ada"),
+             ("define_style", {"greeting": "Yo"}, "name", "Yo Ada"))
+    for name, arguments, key, expected in cases:
+        first = (await modern(server, "tools/call", {"name": name, "arguments": arguments}))["result"]
+        assert list(first["inputRequests"]) == [key]
+        done = await modern(server, "tools/call", {"name": name, "arguments": arguments,
+                                                   "inputResponses": {key: accept(name="Ada")},
+                                                   "requestState": first["requestState"]}, request_id=2)
+        assert text(done) == expected
+    assert bodies == [("deploy", {"name": "Ada"})]
 
 
 async def test_a_handshake_session_is_asked_live_and_the_resolvers_run_once():

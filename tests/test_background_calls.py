@@ -289,7 +289,8 @@ def test_input_required_from_a_background_tool_in_two_rounds_on_the_worker(deplo
     assert rounds[0].response["result"]["resultType"] == "input_required"
 
 
-MEETING_ANSWERS = {"Where is the launch?": {"place": "Oslo"}, "Which room in Oslo?": {"room": 7}}
+MEETING_ANSWERS = {"Where is the launch?": {"place": "Oslo"}, "Which room in Oslo?": {"room": 7},
+                   "Do you want to ship?": {"confirm": True, "priority": "high"}}
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -312,12 +313,16 @@ async def test_declared_asks_of_a_background_tool_are_asked_from_the_worker_in_e
     async with client:
         assert client.is_modern == (mode == "auto")
         result = await client.call_tool("background_meeting", {"topic": "launch"})
+        confirmed = await client.call_tool("background_confirm_action", {"action": "ship"})
     assert json.loads(result.text) == {
         "pid": worker.process.pid, "topic": "launch", "place": "Oslo", "room": 7}
+    assert json.loads(confirmed.text) == {
+        "pid": worker.process.pid, "action": "accept", "content": {"confirm": True, "priority": "high"}}
     assert asked == list(MEETING_ANSWERS)
-    [call] = await run_in_thread(records)
-    assert (call.state, call.delivery, call.worker) == (
-        "completed", "task" if mode == "auto" else "stream", runs_in(worker.process.pid))
+    calls = await run_in_thread(records)
+    assert [(c.tool, c.state, c.delivery, c.worker) for c in calls] == [
+        (tool, "completed", "task" if mode == "auto" else "stream", runs_in(worker.process.pid))
+        for tool in ("background_meeting", "background_confirm_action")]
 
 
 def test_declared_asks_of_a_background_tool_in_rounds_relayed_from_the_worker(deployment):

@@ -13,8 +13,17 @@ from typing import Annotated
 import mcp_server
 from mcp_protocol import methods
 from mcp_protocol.cancellation import CancelledError
-from mcp_server import Elicit, InputRequiredResult, ListRoots, MCPError, Resolve, ServerContext
+from mcp_server import (
+    Elicit,
+    ElicitationResult,
+    InputRequiredResult,
+    ListRoots,
+    MCPError,
+    Resolve,
+    ServerContext,
+)
 from mcp_server.logging_levels import LEVELS
+from project.demo.mcp import confirmation
 
 # What ask_client(request="elicit") asks for.
 COLOUR_SCHEMA = {
@@ -237,6 +246,14 @@ def background_meeting(topic: str, place: Annotated[dict, Resolve(_place_of)],
     """A background call with two declared asks, the second depending on the first answer.
     Returns, as JSON, the process it ran in and the answers."""
     return json.dumps({"pid": os.getpid(), "topic": topic, "place": place["place"], "room": room["room"]})
+
+
+@mcp_server.tool(background=True)
+def background_confirm_action(action: str,
+                              answer: Annotated[ElicitationResult, Resolve(confirmation)]) -> str:
+    """The demo's confirm_action (its very resolver), run as a background call: JSON of the process
+    it ran in and the outcome."""
+    return json.dumps({"pid": os.getpid(), "action": answer.action, "content": answer.content})
 
 
 @mcp_server.tool(background=True)

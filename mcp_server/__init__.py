@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 # Public name -> the module defining it ("Content" is the module mcp_protocol.content itself).
 _EXPORTS = {
     "Apps": "mcp_server.extensions.mcp_apps",
+    "AskDeclinedError": "mcp_server.asks",
     "Audio": "mcp_protocol.content",
     "BlobContents": "mcp_protocol.content",
     "Cancellation": "mcp_protocol.cancellation",
@@ -24,10 +25,14 @@ _EXPORTS = {
     "Configuration": "mcp_server.configuration",
     "ConfigurationError": "mcp_server.configuration",
     "Content": "mcp_protocol.content",
+    "Elicit": "mcp_server.asks",
+    "ElicitURL": "mcp_server.asks",
+    "ElicitationResult": "mcp_server.asks",
     "EmbeddedResource": "mcp_protocol.content",
     "Image": "mcp_protocol.content",
     "InputRequiredResult": "mcp_server.input_required",
     "InputSchema": "mcp_server.primitives",
+    "ListRoots": "mcp_server.asks",
     "MCPError": "mcp_protocol.errors",
     "MethodAlreadyDefinedError": "mcp_server.errors",
     "OutputSchema": "mcp_server.primitives",
@@ -37,10 +42,12 @@ _EXPORTS = {
     "PromptResult": "mcp_server.primitives",
     "RequestStateSecurity": "mcp_server.request_state",
     "RequestTimeoutError": "mcp_protocol.errors",
+    "Resolve": "mcp_server.asks",
     "Resource": "mcp_server.primitives",
     "ResourceLink": "mcp_protocol.content",
     "ResourceNotFoundError": "mcp_server.errors",
     "ResourceTemplate": "mcp_server.primitives",
+    "Sample": "mcp_server.asks",
     "SchemaValidationError": "mcp_server.errors",
     "Server": "mcp_server.server",
     "ServerContext": "mcp_server.context",
@@ -62,14 +69,15 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Apps", "Audio", "BlobContents", "Cancellation", "CancelledError", "Capabilities", "Configuration",
-    "ConfigurationError", "Content", "EmbeddedResource", "Image", "InputRequiredResult", "InputSchema",
-    "MCPError", "MethodAlreadyDefinedError", "OutputSchema", "Prompt", "PromptArgument", "PromptMessage",
-    "PromptResult", "RequestStateSecurity", "RequestTimeoutError", "Resource", "ResourceLink",
-    "ResourceNotFoundError", "ResourceTemplate", "SchemaValidationError", "Server", "ServerContext",
-    "ServerSession", "StdioTransport", "Text", "TextContents", "Tool", "ToolResponse",
-    "URLElicitationRequiredError", "ValidationError", "configure", "get_server", "prompt", "register",
-    "resource", "resource_template", "tool",
+    "Apps", "AskDeclinedError", "Audio", "BlobContents", "Cancellation", "CancelledError",
+    "Capabilities", "Configuration", "ConfigurationError", "Content", "Elicit", "ElicitURL",
+    "ElicitationResult", "EmbeddedResource", "Image", "InputRequiredResult", "InputSchema", "ListRoots",
+    "MCPError", "MethodAlreadyDefinedError", "OutputSchema", "Prompt", "PromptArgument",
+    "PromptMessage", "PromptResult", "RequestStateSecurity", "RequestTimeoutError", "Resolve",
+    "Resource", "ResourceLink", "ResourceNotFoundError", "ResourceTemplate", "Sample",
+    "SchemaValidationError", "Server", "ServerContext", "ServerSession", "StdioTransport", "Text",
+    "TextContents", "Tool", "ToolResponse", "URLElicitationRequiredError", "ValidationError",
+    "configure", "get_server", "prompt", "register", "resource", "resource_template", "tool",
 ]
 
 
@@ -101,6 +109,15 @@ if TYPE_CHECKING:
     )
     from mcp_protocol.errors import MCPError, RequestTimeoutError, URLElicitationRequiredError
 
+    from .asks import (
+        AskDeclinedError,
+        Elicit,
+        ElicitationResult,
+        ElicitURL,
+        ListRoots,
+        Resolve,
+        Sample,
+    )
     from .capabilities import Capabilities
     from .configuration import Configuration, ConfigurationError, configure
     from .context import ServerContext

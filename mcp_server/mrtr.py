@@ -110,7 +110,7 @@ async def run_rounds(ctx: ServerContext, invoke: Callable[[], Awaitable[Any]]) -
                 "(input_required_max_rounds)", code=INTERNAL_ERROR,
             )
         rounds += 1
-        ctx.input_responses = await (task_input or _fulfil)(ctx, value)
+        ctx.input_responses = await (task_input or fulfil_live)(ctx, value)
         ctx.request_state = value.request_state
         value = await invoke()
     return value
@@ -146,7 +146,7 @@ def check_declared(ctx: ServerContext, value: InputRequiredResult) -> None:
 
 
 # The legacy shim -------------------------------------------------------------------------------
-async def _fulfil(ctx: ServerContext, value: InputRequiredResult) -> dict[str, Any] | None:
+async def fulfil_live(ctx: ServerContext, value: InputRequiredResult) -> dict[str, Any] | None:
     """Ask the client each embedded request, one after the other; the answers by key."""
     if not value.input_requests:
         return None  # state only: "try again", which the shim does at once

@@ -27,6 +27,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from mcp_client import AsyncClient
+from mcp_client.transports.round_robin import round_robin
 from mcp_server import Configuration, Server, ServerContext, StdioTransport
 from mcp_server.background.runner import runner_name
 from mcp_server.http import StreamableHTTPTransport
@@ -34,6 +36,7 @@ from mcp_server.invoke import run_in_thread
 from mcp_server.models import ToolCall
 
 from .celery_support import CeleryWorker, celery_worker, redis_broker
+from .client_support import CheckedHTTPTransport
 from .harness import CLIENT_INFO, StdioServer
 from .http_cluster import REDIS_HOST, REDIS_PORT, call_tool, cluster, new_session, require_services
 from .http_harness import DaphneServer, database_env
@@ -284,6 +287,63 @@ def test_input_required_from_a_background_tool_in_two_rounds_on_the_worker(deplo
     assert [(c.tool, c.state, c.delivery, c.worker) for c in rounds] == [
         ("background_confirm", "completed", "relay", runs_in(worker.process.pid))] * 2
     assert rounds[0].response["result"]["resultType"] == "input_required"
+
+
+MEETING_ANSWERS = {"Where is the launch?": {"place": "Oslo"}, "Which room in Oslo?": {"room": 7},
+                   "Do you want to ship?": {"confirm": True, "priority": "high"}}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_declared_asks_of_a_background_tool_are_asked_from_the_worker_in_either_era(deployment, mode):
+    """``background_meeting`` declares two asks, the second depending on the first answer; our
+    client's requests alternate between the two processes. In auto mode (2026-07-28, the Tasks
+    extension declared) the call is a task whose questions the worker puts on it; in legacy mode
+    the worker asks live on the call's stream, answered through the other process. The body runs
+    once, in the worker."""
+    worker = deployment.worker
+    factory = round_robin([deployment.a.url, deployment.b.url])
+    asked: list[str] = []
+
+    def elicit(params: dict) -> dict:
+        asked.append(params["message"])
+        return {"action": "accept", "content": MEETING_ANSWERS[params["message"]]}
+
+    client = AsyncClient(CheckedHTTPTransport(deployment.a.url, http_client_factory=factory), mode=mode)
+    client.on_elicitation(elicit)
+    async with client:
+        assert client.is_modern == (mode == "auto")
+        result = await client.call_tool("background_meeting", {"topic": "launch"})
+        confirmed = await client.call_tool("background_confirm_action", {"action": "ship"})
+    assert json.loads(result.text) == {
+        "pid": worker.process.pid, "topic": "launch", "place": "Oslo", "room": 7}
+    assert json.loads(confirmed.text) == {
+        "pid": worker.process.pid, "action": "accept", "content": {"confirm": True, "priority": "high"}}
+    assert asked == list(MEETING_ANSWERS)
+    calls = await run_in_thread(records)
+    assert [(c.tool, c.state, c.delivery, c.worker) for c in calls] == [
+        (tool, "completed", "task" if mode == "auto" else "stream", runs_in(worker.process.pid))
+        for tool in ("background_meeting", "background_confirm_action")]
+
+
+def test_declared_asks_of_a_background_tool_in_rounds_relayed_from_the_worker(deployment):
+    """Without the Tasks extension a 2026-07-28 call is relayed: each round is a call the worker
+    runs, its asks in an input_required result whose sealed state the next round opens on the
+    other process."""
+    worker, urls = deployment.worker, [deployment.a.url, deployment.b.url]
+    params: dict = {}
+    for round_number in range(3):
+        status, messages = post_over_http(urls[round_number % 2], "tools/call", round_number, ELICITING,
+                                          name="background_meeting", arguments={"topic": "launch"}, **params)
+        assert status == 200, messages
+        result = messages[-1]["result"]
+        if round_number < 2:
+            [(key, question)] = result["inputRequests"].items()
+            answer = {"action": "accept", "content": MEETING_ANSWERS[question["params"]["message"]]}
+            params = {"inputResponses": {key: answer}, "requestState": result["requestState"]}
+    assert json.loads(result["content"][0]["text"]) == {
+        "pid": worker.process.pid, "topic": "launch", "place": "Oslo", "room": 7}
+    assert [(c.state, c.delivery, c.worker) for c in records()] == [
+        ("completed", "relay", runs_in(worker.process.pid))] * 3
 
 
 def test_json_response_mode_gets_the_workers_result_as_json(deployment):

@@ -378,3 +378,36 @@ async def test_the_last_lines_of_stderr_are_kept_bounded(tmp_path):
     lines = transport.stderr_lines
     assert lines[:3] == ["line 497", "line 498", "line 499"] and lines[4] == "unfinished"
     assert lines[3] == "x" * 999 + "…" and len(lines) == 5 == transport.stderr_tail_lines
+
+
+def answer_the_demo_forms(params: dict) -> dict:
+    """The user's answers to the demo's declared asks (confirm_action, then arrange_meeting's two)."""
+    message = params["message"]
+    if message.startswith("Do you want to"):
+        return {"action": "accept", "content": {"confirm": True, "priority": "high"}}
+    if message.startswith("How should we meet"):
+        return {"action": "accept", "content": {"kind": "visit"}}
+    if message == "Where should we meet?":
+        return {"action": "accept", "content": {"where": "1 Main Street"}}
+    return {"action": "decline"}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_declared_asks_of_the_demo_over_stdio_in_either_era(mode):
+    """The demo's confirm_action and two-round arrange_meeting, written once: in auto mode the
+    client speaks 2026-07-28 and answers input_required rounds; in legacy mode it is asked live."""
+    asked: list[str] = []
+
+    def elicit(params: dict) -> dict:
+        asked.append(params["message"])
+        return answer_the_demo_forms(params)
+
+    client = AsyncClient(our_stdio(), mode=mode)
+    client.on_elicitation(elicit)  # before connecting: the capability is declared then
+    async with client:
+        assert client.is_modern == (mode == "auto")
+        confirmed = await client.call_tool("confirm_action", {"action": "ship"})
+        assert confirmed.text == "Done: ship (priority high)"
+        meeting = await client.call_tool("arrange_meeting", {"topic": "the roof"})
+        assert meeting.text == "Arranged a visit about the roof: 1 Main Street"
+    assert asked == ["Do you want to ship?", "How should we meet about the roof?", "Where should we meet?"]

@@ -239,6 +239,35 @@ async def test_the_official_python_client_in_either_era_against_the_same_server(
     assert tap.violations == []
 
 
+async def test_the_official_python_client_answers_declared_asks_in_either_era(tap):
+    """The demo's confirm_action and two-round arrange_meeting (asks declared as parameters), for
+    the SDK's Client pinned to 2026-07-28 (input_required rounds) and in its handshake mode (live)."""
+    from mcp.client import Client
+
+    from .test_client_stdio import answer_the_demo_forms
+
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        answer = answer_the_demo_forms({"message": params.message})
+        return types.ElicitResult(action=answer["action"], content=answer.get("content"))
+
+    with anyio.fail_after(60):
+        for mode in ("2026-07-28", "legacy"):
+            async with Client(tap.url, mode=mode, elicitation_callback=elicitation) as client:
+                assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+                confirmed = await client.call_tool("confirm_action", {"action": "ship"})
+                assert confirmed.content[0].text == "Done: ship (priority high)"
+                meeting = await client.call_tool("arrange_meeting", {"topic": "the roof"})
+                assert meeting.is_error is False
+                assert meeting.content[0].text == "Arranged a visit about the roof: 1 Main Street"
+    assert asked == ["Do you want to ship?", "How should we meet about the roof?",
+                     "Where should we meet?"] * 2
+    assert tap.seen["server"].count("elicitation/create") == 3  # live, in the handshake era only
+    assert tap.violations == []
+
+
 @pytest.mark.feature("HTTP-01", "HTTP-09", "HTTP-14", "HTTP-15", "HTTP-17", "HTTP-25", "PROG-03")
 def test_the_official_typescript_client_completes_a_session(tap):
     node = shutil.which("node")

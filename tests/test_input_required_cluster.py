@@ -12,11 +12,15 @@ import base64
 
 import pytest
 
+from mcp_client import AsyncClient
+from mcp_client.transports.round_robin import round_robin
 from mcp_server import RequestStateSecurity
 
+from .client_support import CheckedHTTPTransport, every_message_checked
 from .http_cluster import cluster, new_session, require_services
 from .http_harness import Event
 from .modern_support import envelope, post_over_http
+from .test_client_stdio import answer_the_demo_forms
 
 REDIS_DB = 15
 KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
@@ -34,6 +38,11 @@ def pair(django_db_setup, django_db_blocker):
 @pytest.fixture
 def urls(pair, transactional_db):
     return [server.url for server in pair]
+
+
+@pytest.fixture(autouse=True)
+def _every_client_message_checked():
+    yield from every_message_checked()
 
 
 @pytest.mark.feature("MRTR-07")
@@ -117,3 +126,34 @@ def test_a_tampered_expired_replayed_or_foreign_state_is_refused_on_either_proce
     # And the genuine state still completes: refusals changed nothing.
     status, response = retry(b, state)
     assert status == 200 and response["result"]["resultType"] == "complete"
+
+
+# Declared asks (the demo's confirm_action and arrange_meeting) through our client ---------------
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_our_client_answers_declared_asks_while_its_requests_alternate_between_processes(urls, mode):
+    """In auto mode (2026-07-28) each retry goes to the other process than the round before, which
+    opens the sealed state of its neighbour; in legacy mode the live elicitation goes out on one
+    process's stream and the answer is posted to the other."""
+    a, b = urls
+    factory = round_robin([a, b])
+    asked: list[str] = []
+
+    def elicit(params: dict) -> dict:
+        asked.append(params["message"])
+        return answer_the_demo_forms(params)
+
+    client = AsyncClient(CheckedHTTPTransport(a, http_client_factory=factory), mode=mode)
+    client.on_elicitation(elicit)
+    async with client:
+        assert client.is_modern == (mode == "auto")
+        confirmed = await client.call_tool("confirm_action", {"action": "ship"})
+        assert confirmed.text == "Done: ship (priority high)"
+        meeting = await client.call_tool("arrange_meeting", {"topic": "the roof"})
+        assert meeting.text == "Arranged a visit about the roof: 1 Main Street"
+    assert asked == ["Do you want to ship?", "How should we meet about the roof?", "Where should we meet?"]
+    [transport] = factory.transports
+    if mode == "auto":
+        # server/discover, then confirm_action in two rounds and arrange_meeting in three: in turn.
+        assert transport.sent == {a: 3, b: 3}
+    else:
+        assert transport.sent[a] >= 3 and transport.sent[b] >= 3

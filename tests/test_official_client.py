@@ -71,8 +71,8 @@ async def test_official_client_uses_the_demo_server_over_stdio(tmp_path):
             await session.send_ping()
 
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-            assert set(tools) == {"echo", "add", "slow_count", "confirm_action", "delete_note",
-                                  "diagnose", "count_in_background"}
+            assert set(tools) == {"echo", "add", "slow_count", "confirm_action", "arrange_meeting",
+                                  "delete_note", "diagnose", "count_in_background"}
             assert tools["add"].output_schema["properties"] == {"sum": {"type": "number"}}
             echoed = await session.call_tool("echo", {"message": "héllo ✓"})
             assert echoed.is_error is False

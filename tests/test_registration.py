@@ -100,10 +100,11 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
     with StdioServer(env={"DJANGO_SETTINGS_MODULE": "tests.stdio_settings"}) as server:
         server.initialize()
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
-        assert names == ["echo", "add", "slow_count", "confirm_action", "delete_note", "diagnose",
-                         "count_in_background", "sleepy", "announce",
+        assert names == ["echo", "add", "slow_count", "confirm_action", "arrange_meeting", "delete_note",
+                         "diagnose", "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "task_job",
+                         "where_am_i", "background_meeting", "background_confirm_action",
                          "background_confirm", "shape_registry", "background_touch", "log_line",
                          "background_log_line"]
         assert server.close() == 0

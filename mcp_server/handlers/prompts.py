@@ -6,10 +6,9 @@ from typing import Any
 
 from mcp_protocol.errors import InvalidParamsError
 
-from .. import mrtr
+from .. import mrtr, resolution
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
-from ..invoke import call_user_code
 from ..primitives.prompt import prompt_result
 from ..registry import guard
 from . import cache_hints
@@ -42,7 +41,9 @@ async def get_prompt(ctx: ServerContext) -> dict[str, Any]:
         ctx.instrumentation["error"] = "missing_required_arguments"
         raise InvalidParamsError(f"Missing required arguments: {', '.join(missing)}")
     extra = {"server_context": ctx} if prompt.wants_context else {}
-    value = await mrtr.run_rounds(ctx, lambda: call_user_code(prompt.handler, arguments, **extra))
+    plan = resolution.plan_of(prompt.handler)
+    value = await mrtr.run_rounds(
+        ctx, lambda: resolution.call(ctx, plan, arguments, prompt.handler, arguments, **extra))
     if isinstance(value, InputRequiredResult):
         return mrtr.wire_result(ctx, value)
     return prompt_result(value)

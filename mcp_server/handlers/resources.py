@@ -5,11 +5,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from .. import mrtr
+from .. import mrtr, resolution
 from ..context import ServerContext
 from ..errors import ResourceNotFoundError
 from ..input_required import InputRequiredResult
-from ..invoke import call_user_code, call_with_params
+from ..invoke import call_with_params
 from ..primitives.resource import read_result
 from ..registry import guard
 from . import cache_hints
@@ -65,7 +65,8 @@ async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any] |
     if resource is not None and resource.readable and await guard.usable(
             server, resource, "resources", uri, session.principal, session.user_id):
         extra = {"server_context": ctx} if resource.wants_context else {}
-        value = await mrtr.run_rounds(ctx, lambda: call_user_code(resource.handler, **extra))
+        plan = resolution.plan_of(resource.handler)
+        value = await mrtr.run_rounds(ctx, lambda: resolution.call(ctx, plan, {}, resource.handler, **extra))
         return value if isinstance(value, InputRequiredResult) \
             else read_result(value, uri, resource.mime_type)
     for template in registry.resource_templates.values():
@@ -74,8 +75,9 @@ async def _route(ctx: ServerContext, uri: str, params: dict) -> dict[str, Any] |
                 server, template, "resource_templates", uri, session.principal, session.user_id):
             ctx.instrumentation["resource_template"] = template.uri_template
             extra = {"server_context": ctx} if template.wants_context else {}
+            plan = resolution.plan_of(template.handler)
             value = await mrtr.run_rounds(
-                ctx, partial(call_user_code, template.handler, **variables, **extra))
+                ctx, partial(resolution.call, ctx, plan, variables, template.handler, **variables, **extra))
             return value if isinstance(value, InputRequiredResult) \
                 else read_result(value, uri, template.mime_type)
     if server.serves_reads or (registry is not server and (

@@ -9,7 +9,8 @@ from mcp_protocol.content import Text
 from mcp_protocol.errors import InternalError, InvalidParamsError, MCPError
 from mcp_protocol.versions import is_modern_version
 
-from .. import mrtr, ports
+from .. import mrtr, ports, resolution
+from ..asks import AskDeclinedError
 from ..context import ServerContext
 from ..input_required import InputRequiredResult
 from ..invoke import call_user_code
@@ -87,6 +88,9 @@ async def run_tool(ctx: ServerContext, tool: Tool, arguments: dict) -> dict[str,
     data = ctx.instrumentation
     try:
         value = await mrtr.run_rounds(ctx, lambda: _invoke(tool, arguments, ctx))
+    except AskDeclinedError as exc:  # the user said no to what the tool declared it needs
+        data["error"] = "ask_declined"
+        return _error_result(exc.message)
     except (MCPError, CancelledError):
         raise
     except Exception as exc:
@@ -110,9 +114,16 @@ async def run_tool(ctx: ServerContext, tool: Tool, arguments: dict) -> dict[str,
 
 async def _invoke(tool: Tool, arguments: dict, ctx: ServerContext) -> Any:
     extra = {"server_context": ctx} if tool.wants_context else {}
+    plan = resolution.plan_of(tool.handler)
+    if plan is None:
+        if tool.arguments_as_dict:
+            return await call_user_code(tool.handler, arguments, **extra)
+        return await call_user_code(tool.handler, **arguments, **extra)
     if tool.arguments_as_dict:
-        return await call_user_code(tool.handler, arguments, **extra)
-    return await call_user_code(tool.handler, **arguments, **extra)
+        return await resolution.call(ctx, plan, arguments, tool.handler, arguments, **extra)
+    # A declared parameter is the client's answer, never an argument of the same name.
+    given = {name: value for name, value in arguments.items() if name not in plan.names}
+    return await resolution.call(ctx, plan, arguments, tool.handler, **given, **extra)
 
 
 def _as_result(value: Any, tool: Tool) -> dict[str, Any]:

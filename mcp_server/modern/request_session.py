@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 # What a modern handler gets when it asks the client something directly (MOD-12).
 REQUESTS_REFUSED = (
-    "server-to-client requests are not part of the 2026-07-28 lifecycle (SEP-2575); "
-    "return an input_required result (SEP-2322) instead"
+    "server-to-client requests are not part of the 2026-07-28 lifecycle (SEP-2575); declare what the "
+    "handler needs as parameters instead, e.g. Annotated[dict, Resolve(fn)] where fn returns "
+    "Elicit(message, schema) (mcp_server.asks), which works in either era"
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -61,6 +62,20 @@ def check_permissions(permissions: Any) -> tuple[str, ...]:
         if not isinstance(permission, str) or permission.count(".") != 1 or " " in permission:
             raise ValueError(f"permission {permission!r} is not an 'app_label.codename' string")
     return tuple(sorted(permissions))
+
+
+def declared_asks(function: Any) -> frozenset[str]:
+    """The parameters of ``function`` filled by declared asks (``Annotated[T, Resolve(...)]`` or an
+    ask), which are not arguments (``mcp_server.asks``; recognized without importing it)."""
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception:  # annotations that do not evaluate declare no ask this can read
+        return frozenset()
+    return frozenset(
+        name for name, hint in hints.items()
+        if typing.get_origin(hint) is typing.Annotated
+        and any(getattr(m, "resolves_parameter", False) is True for m in typing.get_args(hint)[1:])
+    )
 
 
 def check_scope(scope: Any, where: str) -> str:

@@ -15,6 +15,7 @@ from .base import (
     check_meta,
     check_permissions,
     check_required_scopes,
+    declared_asks,
     put,
     snake_case,
 )
@@ -182,23 +183,27 @@ def prompt_from_function(function: Callable, *, name: str | None = None, title: 
                          permissions: list[str] | tuple[str, ...] = ()) -> Prompt:
     """A prompt whose function takes its arguments as keywords and returns messages or text."""
     arguments = []
+    asked = declared_asks(function)
     for parameter in inspect.signature(function).parameters.values():
-        if parameter.name == "server_context" or parameter.kind in (
+        if parameter.name == "server_context" or parameter.name in asked or parameter.kind in (
             parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL
         ):
             continue
         arguments.append(PromptArgument(parameter.name, required=parameter.default is parameter.empty))
     wants_context = accepts_keyword(function, "server_context")
 
-    def template(args: dict, server_context: Any = None) -> Any:
+    # ``answers``: the values of the function's declared asks (the asks are read from the function
+    # itself, through ``__wrapped__``).
+    def template(args: dict, server_context: Any = None, **answers: Any) -> Any:
         extra = {"server_context": server_context} if wants_context else {}
-        return function(**args, **extra)
+        return function(**{k: v for k, v in args.items() if k not in asked}, **extra, **answers)
 
-    async def async_template(args: dict, server_context: Any = None) -> Any:
+    async def async_template(args: dict, server_context: Any = None, **answers: Any) -> Any:
         extra = {"server_context": server_context} if wants_context else {}
-        return await function(**args, **extra)
+        return await function(**{k: v for k, v in args.items() if k not in asked}, **extra, **answers)
 
     chosen = async_template if inspect.iscoroutinefunction(function) else template
+    chosen.__wrapped__ = function  # type: ignore[attr-defined]
     return _FunctionPrompt(
         chosen, name=name or function.__name__, title=title,
         description=description if description is not None else inspect.getdoc(function),

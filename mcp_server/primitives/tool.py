@@ -14,6 +14,7 @@ from .base import (
     check_meta,
     check_permissions,
     check_required_scopes,
+    declared_asks,
     put,
     snake_case,
 )
@@ -292,10 +293,11 @@ def json_type_for(hint: Any) -> dict:
 
 def schema_from_signature(function: Callable, hints: dict | None = None) -> dict:
     hints = hints if hints is not None else typing.get_type_hints(function)
+    asked = declared_asks(function)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for parameter in inspect.signature(function).parameters.values():
-        if parameter.name == "server_context" or parameter.kind in (
+        if parameter.name == "server_context" or parameter.name in asked or parameter.kind in (
             parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL
         ):
             continue

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Annotated
 
 import mcp_server
 from mcp_server import (
+    Elicit,
+    ElicitationResult,
     InputRequiredResult,
     Prompt,
     PromptArgument,
     PromptMessage,
     PromptResult,
+    Resolve,
     ServerContext,
     Tool,
     ToolResponse,
@@ -54,26 +58,59 @@ async def slow_count(count: int, server_context: ServerContext, delay: float = 0
     return f"Counted to {count}"
 
 
-@mcp_server.tool
-async def confirm_action(action: str, server_context: ServerContext) -> str:
-    """Ask the user, through the client, to confirm an action before it is done."""
-    answer = await server_context.create_form_elicitation(
-        f"Do you want to {action}?",
-        {
-            "type": "object",
-            "properties": {
-                "confirm": {"type": "boolean", "title": "Confirm", "default": False},
-                "priority": EnumSchema.untitled_single_select(
-                    ["low", "normal", "high"], default="normal", title="Priority"
-                ),
-            },
-            "required": ["confirm"],
+def confirmation(action: str) -> Elicit:
+    """The form confirm_action asks for; it depends on the call's ``action``."""
+    return Elicit(f"Do you want to {action}?", {
+        "type": "object",
+        "properties": {
+            "confirm": {"type": "boolean", "title": "Confirm", "default": False},
+            "priority": EnumSchema.untitled_single_select(
+                ["low", "normal", "high"], default="normal", title="Priority"
+            ),
         },
-    )
-    if answer.get("action") == "accept" and answer.get("content", {}).get("confirm"):
-        priority = answer["content"].get("priority", "normal")
-        return f"Done: {action} (priority {priority})"
-    return f"Not done: {action} ({answer.get('action')})"
+        "required": ["confirm"],
+    })
+
+
+@mcp_server.tool
+async def confirm_action(action: str, answer: Annotated[ElicitationResult, Resolve(confirmation)]) -> str:
+    """Ask the user, through the client, to confirm an action before it is done.
+
+    The body runs once the user answered: a 2026-07-28 client gets the form in an input_required
+    result and calls again with the answer; an older session is asked live. ``ElicitationResult``
+    lets a decline or cancel reach the body too."""
+    if answer.accepted and answer.content.get("confirm"):
+        return f"Done: {action} (priority {answer.content.get('priority', 'normal')})"
+    return f"Not done: {action} ({answer.action})"
+
+
+def meeting_kind(topic: str) -> Elicit:
+    return Elicit(f"How should we meet about {topic}?", {
+        "type": "object",
+        "properties": {"kind": EnumSchema.titled_single_select(
+            [("call", "A phone call"), ("visit", "A visit")], title="Meeting")},
+        "required": ["kind"],
+    })
+
+
+def meeting_details(kind: Annotated[dict, Resolve(meeting_kind)]) -> Elicit:
+    """The second form, which depends on the answer to the first."""
+    if kind["kind"] == "call":
+        return Elicit("Which number should we call?", {
+            "type": "object", "properties": {"where": {"type": "string", "title": "Phone number"}},
+            "required": ["where"]})
+    return Elicit("Where should we meet?", {
+        "type": "object", "properties": {"where": {"type": "string", "title": "Address"}},
+        "required": ["where"]})
+
+
+@mcp_server.tool
+async def arrange_meeting(topic: str, kind: Annotated[dict, Resolve(meeting_kind)],
+                          details: Annotated[dict, Resolve(meeting_details)]) -> str:
+    """Arrange a meeting in two questions: a call or a visit, then the number or the address.
+
+    A decline or cancel of either form ends the call with an error result saying so."""
+    return f"Arranged a {kind['kind']} about {topic}: {details['where']}"
 
 
 @mcp_server.tool

@@ -8,12 +8,22 @@ import logging
 import os
 import sys
 import time
+from typing import Annotated
 
 import mcp_server
 from mcp_protocol import methods
 from mcp_protocol.cancellation import CancelledError
-from mcp_server import InputRequiredResult, MCPError, ServerContext
+from mcp_server import (
+    Elicit,
+    ElicitationResult,
+    InputRequiredResult,
+    ListRoots,
+    MCPError,
+    Resolve,
+    ServerContext,
+)
 from mcp_server.logging_levels import LEVELS
+from project.demo.mcp import confirmation
 
 # What ask_client(request="elicit") asks for.
 COLOUR_SCHEMA = {
@@ -212,6 +222,38 @@ CONFIRM_SCHEMA = {
     "properties": {"confirm": {"type": "boolean", "title": "Go ahead"}},
     "required": ["confirm"],
 }
+
+
+def _place_of(topic: str) -> Elicit:
+    return Elicit(f"Where is the {topic}?", {"type": "object", "properties": {
+        "place": {"type": "string", "title": "Place"}}, "required": ["place"]})
+
+
+def _room_of(place: Annotated[dict, Resolve(_place_of)]) -> Elicit:
+    return Elicit(f"Which room in {place['place']}?", {"type": "object", "properties": {
+        "room": {"type": "integer", "title": "Room"}}, "required": ["room"]})
+
+
+@mcp_server.tool
+def where_am_i(roots: Annotated[list, ListRoots()]) -> str:
+    """A declared ask of the client's roots (which the MCP Inspector CLI can answer): their URIs."""
+    return " ".join(root["uri"] for root in roots) or "no roots"
+
+
+@mcp_server.tool(background=True)
+def background_meeting(topic: str, place: Annotated[dict, Resolve(_place_of)],
+                       room: Annotated[dict, Resolve(_room_of)]) -> str:
+    """A background call with two declared asks, the second depending on the first answer.
+    Returns, as JSON, the process it ran in and the answers."""
+    return json.dumps({"pid": os.getpid(), "topic": topic, "place": place["place"], "room": room["room"]})
+
+
+@mcp_server.tool(background=True)
+def background_confirm_action(action: str,
+                              answer: Annotated[ElicitationResult, Resolve(confirmation)]) -> str:
+    """The demo's confirm_action (its very resolver), run as a background call: JSON of the process
+    it ran in and the outcome."""
+    return json.dumps({"pid": os.getpid(), "action": answer.action, "content": answer.content})
 
 
 @mcp_server.tool(background=True)

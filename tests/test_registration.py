@@ -104,7 +104,8 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
                          "count_in_background", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "task_job",
-                         "background_confirm", "shape_registry", "background_touch", "log_line",
+                         "background_confirm", "shape_registry", "define_skill", "background_touch",
+                         "log_line",
                          "background_log_line"]
         assert server.close() == 0
 

@@ -38,6 +38,7 @@ from .input_required import DEFAULT_MAX_ROUNDS, DRIVEN_METHODS, drive
 from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, checked_mode
 from .messaging import Messaging
 from .ports import TaskPort, task_port
+from .skills import Skill
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
 from .telemetry import tracing_for
 from .transports import transport_for
@@ -514,11 +515,11 @@ class AsyncClient(Lifecycle, Messaging):
                                 cancellation)
 
     async def skills(self, *, meta: dict | None = None,
-                     cancellation: Cancellation | None = None) -> list[skill_wire.Skill]:
+                     cancellation: Cancellation | None = None) -> list[Skill]:
         return await self._collect(self.list_skills, meta, cancellation)
 
     async def get_skill(self, uri: str, *, meta: dict | None = None,
-                        cancellation: Cancellation | None = None) -> skill_wire.Skill:
+                        cancellation: Cancellation | None = None) -> Skill:
         """The entry of the skill whose ``SKILL.md`` is at ``uri`` (``skills/get``)."""
         self._check_connected(methods.SKILLS_GET)
         skill_wire.check_declared(self.server_capabilities, methods.SKILLS_GET)
@@ -527,7 +528,7 @@ class AsyncClient(Lifecycle, Messaging):
             raise ValidationError(f"skills/get result must be an object: {result!r}")
         return skill_wire.Skill.from_wire(result.get("skill"))
 
-    async def read_skill(self, skill: str | skill_wire.Skill, *, meta: dict | None = None,
+    async def read_skill(self, skill: str | Skill, *, meta: dict | None = None,
                          cancellation: Cancellation | None = None) -> dict[str, bytes]:
         """Every file of a skill (given by its entry, or by the URI of its ``SKILL.md``), by URI,
         each checked against the manifest's size and digest: a file that differs raises

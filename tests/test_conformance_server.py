@@ -212,6 +212,7 @@ def test_the_modern_fixtures_answer_in_the_2026_07_28_era(conformance_server):
     assert status == 200 and json.dumps(body).count("notifications/message") == 0
 
 
+@pytest.mark.feature("SKILL-08", "CONF-01")
 def test_conformance_run_counts_a_skipped_check_as_not_passed(tmp_path):
     """A scenario whose checks were skipped proved nothing: not passed, and expected only when
     listed under ``skipped:`` with skips as its only problems."""

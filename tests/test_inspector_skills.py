@@ -47,6 +47,7 @@ def inspect(demo: DaphneServer, tmp_path, *arguments: str) -> tuple[int, list[di
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
+@pytest.mark.feature("SKILL-08")
 def test_the_inspector_verifies_the_demo_skills(demo, tmp_path, era):
     code, reports, stderr = inspect(demo, tmp_path, "--method", "skills/list", "--verify",
                                     "--protocol-era", era)
@@ -58,6 +59,7 @@ def test_the_inspector_verifies_the_demo_skills(demo, tmp_path, era):
     assert "Verified 1 skill and 2 files: no conformance errors." in stderr
 
 
+@pytest.mark.feature("SKILL-08")
 def test_the_inspector_gets_and_verifies_one_skill(demo, tmp_path):
     code, reports, stderr = inspect(demo, tmp_path, "--method", "skills/get", "--uri", SKILL_URI, "--verify")
     assert code == 0, stderr

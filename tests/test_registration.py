@@ -153,7 +153,9 @@ def test_decorators_register_onto_the_default_server(default_server_restored):
 def test_autodiscover_false_builds_an_empty_default_server(default_server_restored):
     with override_settings(MCP_SERVER=demo_with(AUTODISCOVER=False)):
         server = get_server()
-        assert server.tools == {} and server.prompts == {} and server.resources == {}
+        assert server.tools == {} and server.prompts == {}
+        # Skill folders are found as templates are, mcp.py or not: only the demo skill's files.
+        assert all(uri.startswith("skill://note-keeping/") for uri in server.resources)
         assert server.name == DEMO["NAME"]
     assert "echo" in get_server().tools
 
@@ -561,7 +563,9 @@ def test_every_setting_is_covered_here():
                "TELEMETRY", "AUDIT", "AUDIT_RETENTION_DAYS", "AUDIT_BATCH_SIZE", "AUDIT_FLUSH_INTERVAL",
                "REDACTED_KEYS", "REDACTION_POLICY",
                # tests/test_rolling_restart.py.
-               "DRAIN_TIMEOUT", "HEALTH_CHECK_PATH"}
+               "DRAIN_TIMEOUT", "HEALTH_CHECK_PATH",
+               # tests/test_skills.py.
+               "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES"}
     assert covered == set(DEFAULTS)
 
 

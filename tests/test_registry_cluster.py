@@ -97,6 +97,7 @@ def test_a_restricted_tool_is_seen_only_by_users_holding_the_permission(servers)
         PrimitiveSetting.objects.filter(name="add").delete()
 
 
+@pytest.mark.feature("SKILL-06")
 def test_a_skill_defined_in_admin_on_one_process_is_served_by_the_other(servers):
     """Skills (SEP-2640): the save reaches the other process's sessions as the resources list's
     list_changed (a skill's SKILL.md is listed there), and that process serves the skill."""

@@ -66,6 +66,7 @@ def write_skill(folder: Path, name: str, frontmatter: str | None = None, files: 
 
 # --- Reading a skill ----------------------------------------------------------------------------
 
+@pytest.mark.feature("SKILL-03")
 def test_a_folder_skill_has_its_frontmatter_and_a_manifest_of_every_file(tmp_path):
     folder = write_skill(tmp_path, "pdf-forms", "name: pdf-forms\ndescription: Fill forms.\n"
                          "metadata:\n  owner: docs", {"references/FORMS.md": "# Forms\n"})
@@ -88,11 +89,13 @@ def test_a_folder_skill_has_its_frontmatter_and_a_manifest_of_every_file(tmp_pat
     ("name: ok\ndescription: x\ncreated: 2026-01-01", "JSON values only"),
     ("name: [unclosed", "not valid YAML"),
 ])
+@pytest.mark.feature("SKILL-03")
 def test_a_skill_that_breaks_the_rules_is_refused_with_the_reason(tmp_path, frontmatter, message):
     with pytest.raises(SkillError, match=message):
         read_folder(write_skill(tmp_path, "ok", frontmatter), **LIMITS)
 
 
+@pytest.mark.feature("SKILL-03")
 def test_a_skill_over_the_limits_is_refused_not_cut(tmp_path):
     folder = write_skill(tmp_path, "big", files={"a": "x" * 100, "b": "y"})
     with pytest.raises(SkillError, match="SKILLS_MAX_FILES"):
@@ -101,6 +104,7 @@ def test_a_skill_over_the_limits_is_refused_not_cut(tmp_path):
         read_folder(folder, max_files=10, max_bytes=100)
 
 
+@pytest.mark.feature("SKILL-05")
 def test_links_and_hidden_files_are_not_part_of_a_skill(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("password")
@@ -112,6 +116,7 @@ def test_links_and_hidden_files_are_not_part_of_a_skill(tmp_path):
 
 
 @pytest.mark.parametrize("path", ["../x.md", "a/../../x.md", "/etc/passwd", "a//b", ".", "a\\..\\b", ""])
+@pytest.mark.feature("SKILL-05")
 def test_a_supporting_file_path_that_could_leave_the_skill_is_refused(path):
     with pytest.raises(SkillError):
         check_path(path)
@@ -124,6 +129,7 @@ def test_frontmatter_must_open_the_file():
 
 # --- Serving: the handshake era ---------------------------------------------------------------
 
+@pytest.mark.feature("SKILL-01", "SKILL-02", "SKILL-04")
 def test_the_demo_skill_is_listed_with_digests_that_match_its_files():
     assert [s.name for s in folder_skills()] == ["note-keeping"]
     client = InProcessClient(skills_server())
@@ -144,6 +150,7 @@ def test_the_demo_skill_is_listed_with_digests_that_match_its_files():
         assert contents["mimeType"] == "text/markdown"
 
 
+@pytest.mark.feature("SKILL-05")
 def test_only_skill_md_is_listed_among_resources_named_by_its_frontmatter():
     client = InProcessClient(skills_server())
     client.initialize()
@@ -153,6 +160,7 @@ def test_only_skill_md_is_listed_among_resources_named_by_its_frontmatter():
     assert resource["mimeType"] == "text/markdown"
 
 
+@pytest.mark.feature("SKILL-05")
 def test_the_directory_of_a_skill_lists_files_and_folders():
     client = InProcessClient(skills_server())
     client.initialize()
@@ -166,6 +174,7 @@ def test_the_directory_of_a_skill_lists_files_and_folders():
         assert error["code"] == -32602, error
 
 
+@pytest.mark.feature("SKILL-04", "SKILL-05")
 def test_unknown_skills_and_paths_out_of_a_skill_are_not_served():
     client = InProcessClient(skills_server())
     client.initialize()
@@ -178,6 +187,7 @@ def test_unknown_skills_and_paths_out_of_a_skill_are_not_served():
         assert client.request("resources/read", {"uri": uri})["error"]["code"] == not_found["code"], uri
 
 
+@pytest.mark.feature("SKILL-01")
 def test_a_server_that_does_not_declare_the_extension_does_not_answer_it():
     server = skills_server({"resources": {}})
     client = InProcessClient(server)
@@ -191,6 +201,7 @@ def test_a_server_that_does_not_declare_the_extension_does_not_answer_it():
 # --- Serving: the 2026-07-28 era ----------------------------------------------------------------
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.feature("SKILL-01", "SKILL-04")
 async def test_a_modern_request_gets_the_skills_with_cache_hints():
     transport = StreamableHTTPTransport(skills_server())
     app = transport.as_asgi()
@@ -215,6 +226,7 @@ async def test_a_modern_request_gets_the_skills_with_cache_hints():
         await transport.close()
 
 
+@pytest.mark.feature("SKILL-04")
 def test_skills_list_pages_whole_entries():
     server = Server("paged", capabilities=CAPABILITIES, page_size=1)
     SkillRegistry().server_built(server)
@@ -227,6 +239,7 @@ def test_skills_list_pages_whole_entries():
 # --- Skills defined in admin ----------------------------------------------------------------------
 
 @pytest.mark.django_db(transaction=True)  # the registry reads its rows on a worker thread
+@pytest.mark.feature("SKILL-06")
 def test_an_admin_skill_sits_beside_the_folder_skills_and_keeps_its_restrictions():
     server = skills_server()
     server.overlay = RegistryOverlay(server)
@@ -254,6 +267,7 @@ def test_an_admin_skill_sits_beside_the_folder_skills_and_keeps_its_restrictions
     ({"../escape.md": "x"}, "relative path"), ({"SKILL.md": "x"}, "not another SKILL.md"),
     ({"a.md": 3}, "give a text"),
 ])
+@pytest.mark.feature("SKILL-06")
 def test_an_admin_skill_with_a_bad_file_is_refused(files, message):
     row = StoredSkill(name="bad", description="d", instructions="i", files=files)
     with pytest.raises(SkillError, match=message):
@@ -261,6 +275,7 @@ def test_an_admin_skill_with_a_bad_file_is_refused(files, message):
 
 
 @pytest.mark.django_db
+@pytest.mark.feature("SKILL-06")
 def test_the_admin_form_refuses_a_broken_skill_and_saves_a_good_one(admin_client):
     url = "/admin/mcp_server/storedskill/add/"
     form = {"name": "Not A Name", "description": "d", "instructions": "i", "files": "{}", "enabled": "on"}
@@ -274,6 +289,23 @@ def test_the_admin_form_refuses_a_broken_skill_and_saves_a_good_one(admin_client
     assert StoredSkill.objects.get().files == {"a.md": "x"}
 
 
+@pytest.mark.feature("SKILL-02", "SKILL-03")
+def test_the_settings_add_folders_and_set_the_limits(tmp_path, settings):
+    write_skill(tmp_path, "extra", files={"notes/a.md": "a"})
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "SKILLS_DIRS": [tmp_path]}
+    assert [s.name for s in folder_skills()] == ["note-keeping", "extra"]  # apps' folders first
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "SKILLS_MAX_FILES": 1}
+    errors: list[str] = []
+    assert folder_skills(errors) == [] and len(errors) == 2 and "SKILLS_MAX_FILES (1)" in errors[0]
+    settings.MCP_SERVER = {**settings.MCP_SERVER, "SKILLS_MAX_FILES": 512, "SKILLS_MAX_BYTES": 10}
+    assert folder_skills(errors := []) == [] and "SKILLS_MAX_BYTES (10)" in errors[0]
+    for key, value in (("SKILLS_MAX_BYTES", 0), ("SKILLS_MAX_FILES", True), ("SKILLS_DIRS", "skills")):
+        settings.MCP_SERVER = {**settings.MCP_SERVER, "SKILLS_MAX_BYTES": 100, key: value}
+        with pytest.raises(Exception, match=r"mcp_server\.E062"):
+            call_command("check")
+
+
+@pytest.mark.feature("SKILL-02")
 def test_manage_py_check_names_a_folder_skill_it_cannot_serve(tmp_path, settings):
     write_skill(tmp_path, "broken", "name: other\ndescription: x")
     settings.MCP_SERVER = {**settings.MCP_SERVER, "SKILLS_DIRS": [str(tmp_path)]}
@@ -283,6 +315,7 @@ def test_manage_py_check_names_a_folder_skill_it_cannot_serve(tmp_path, settings
 
 # --- Our client ------------------------------------------------------------------------------------
 
+@pytest.mark.feature("SKILL-07")
 async def test_our_client_lists_gets_reads_and_walks_skills():
     client = AsyncClient(InProcessTransport(skills_server()), mode="legacy")
     await client.connect()
@@ -301,6 +334,7 @@ async def test_our_client_lists_gets_reads_and_walks_skills():
         await client.close()
 
 
+@pytest.mark.feature("SKILL-07")
 def test_our_client_refuses_what_the_server_did_not_declare():
     plain = Server("plain", capabilities={"resources": {},
                                           "extensions": Skills.capability(directory_read=False)})
@@ -314,6 +348,7 @@ def test_our_client_refuses_what_the_server_did_not_declare():
         client.list_skills()
 
 
+@pytest.mark.feature("SKILL-07")
 def test_a_file_that_does_not_match_its_manifest_is_never_returned():
     data = b"Evil body"
     good = SkillFileEntry("skill://x/SKILL.md", "sha256:" + hashlib.sha256(data).hexdigest(), len(data))
@@ -327,6 +362,7 @@ def test_a_file_that_does_not_match_its_manifest_is_never_returned():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.feature("SKILL-07")
 async def test_our_client_in_the_modern_era_over_http():
     from .client_support import CheckedHTTPTransport
 

@@ -11,6 +11,8 @@ from ...settings import mcp_settings
 
 
 def check_skills(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The skills settings (E062), a declaration without resources (E061), and each skill folder
+    that cannot be served, with the reason (E060)."""
     from . import Skills
     from .catalog import folder_skills
 

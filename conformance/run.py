@@ -18,9 +18,12 @@ the OAuth ones included), those of the 0.2.0 alpha's 2025-11-25 leg (NEXT_CLIENT
 its 2026-07-28 leg (MODERN_CLIENT_SCENARIOS, with `--spec-version 2026-07-28`; the lists are
 conformance/scenarios.py) with `conformance/client` as the command, and prints one line per scenario
 and a final `N passed, M failed` over all of them. A scenario passes when none of its checks is a
-FAILURE or a WARNING (a client scenario also needs the client to exit 0 in time). It exits non-zero
-on a failure not listed in conformance/expected-failures.yml (`server:` and `client:` lists), and on
-a listed scenario that passes (the list only ever shrinks). A full run writes conformance/RESULTS.md
+FAILURE, a WARNING or SKIPPED: a skipped check proved nothing (a client scenario, whose checks are
+often conditional, fails on skips only when all were skipped, and also needs the client to exit 0
+in time). It exits non-zero on a failure not listed in
+conformance/expected-failures.yml (`server:` and `client:` lists, and `skipped:`, the scenarios whose
+checks the suite itself skips whatever the server does), and on a listed scenario that passes (the
+list only ever shrinks). A full run writes conformance/RESULTS.md
 and the table in docs/conformance.md. Results (checks.json per scenario) and logs go to conformance/results/.
 Every wait is bounded. Standard library only.
 """
@@ -69,6 +72,15 @@ POSTGRES_ADMIN_URL = os.environ.get("CONFORMANCE_POSTGRES_URL") or os.environ.ge
 POSTGRES_DATABASE = os.environ.get("CONFORMANCE_POSTGRES_DATABASE", "mcp_conformance")
 
 
+# Check statuses that keep a scenario from passing. A skipped check proved nothing: a server
+# scenario whose checks were skipped (the server does not declare what they test) would "pass"
+# otherwise. A client scenario's checks are often conditional ("if the client declares roots", "for
+# each lifecycle request it sends"), and a modern client sends no initialize: it fails on a skip
+# only when every check was skipped.
+NOT_PASSED = ("FAILURE", "WARNING", "SKIPPED")
+NOT_PASSED_CLIENT = ("FAILURE", "WARNING")
+
+
 @dataclass
 class Suite:
     key: str              # what --suite names it
@@ -109,7 +121,9 @@ class Suite:
 SUITES = [Suite("0.1", None), Suite("0.2", "2025-11-25"),
           Suite("0.2-modern", "2026-07-28", folder_key="0.2", tag="2026-07-28"),
           # The Tasks extension (SEP-2663): the alpha's tasks-* scenarios, on the 2026-07-28 wire.
-          Suite("0.2-tasks", None, folder_key="0.2", tag="tasks", prefix="tasks-")]
+          Suite("0.2-tasks", None, folder_key="0.2", tag="tasks", prefix="tasks-"),
+          # The Skills extension (SEP-2640): its sep-2640-* server scenarios, on the 2026-07-28 wire.
+          Suite("0.2-skills", None, folder_key="0.2", tag="skills", prefix="sep-2640-")]
 
 # The client scenarios (conformance/scenarios.py, the list conformance/client.py answers): the 0.1.16
 # suite runs the handshake-era ones and its auth/* ones; the 0.2.0 alpha's 2025-11-25 leg its auth/*
@@ -183,8 +197,8 @@ def scenarios_of(suite: Suite) -> list[str]:
 
 
 def expected_failures(wanted: str = "server") -> set[str]:
-    """The ``server:`` (or ``client:``) list of expected-failures.yml (flat YAML lists, read
-    without PyYAML)."""
+    """The ``server:`` (or ``client:``, or ``skipped:``) list of expected-failures.yml (flat YAML
+    lists, read without PyYAML)."""
     names, section = set(), None
     for raw in EXPECTED_FAILURES.read_text().splitlines():
         line = raw.split("#", 1)[0].rstrip()
@@ -361,10 +375,13 @@ def run_suite(suite: Suite, url: str, out: Path, log: Path, only: str | None,
     return code, outcomes
 
 
-def checks_outcome(scenario: str, checks_file: Path) -> Outcome:
+def checks_outcome(scenario: str, checks_file: Path, client: bool = False) -> Outcome:
     checks = json.loads(checks_file.read_text())
     problems = [f"{c.get('status')} {c.get('id')}: {c.get('errorMessage') or c.get('description')}"
-                for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+                for c in checks if c.get("status") in (NOT_PASSED_CLIENT if client else NOT_PASSED)]
+    ran = [c for c in checks if c.get("status") not in ("INFO", "SKIPPED")]
+    if checks and not ran and not problems:
+        problems = [f"SKIPPED {scenario}: every check was skipped"]
     return Outcome(scenario, not problems and bool(checks),
                    problems or ([] if checks else ["no checks recorded"]))
 
@@ -388,7 +405,7 @@ def run_client_scenario(suite: Suite, scenario: str, out: Path, log: Path) -> Ou
     found = sorted(out.glob(f"{scenario}-*/checks.json"))
     if not found:
         return Outcome(scenario, False, [f"no checks recorded (exit code {code}); see {log}"])
-    outcome = checks_outcome(scenario, found[-1])
+    outcome = checks_outcome(scenario, found[-1], client=True)
     if code != 0 and outcome.passed:  # the client failed or timed out though no check says so
         stderr = found[-1].parent / "stderr.txt"
         tail = stderr.read_text().strip().splitlines()[-1:] if stderr.exists() else []
@@ -441,14 +458,23 @@ def write_results(table: str) -> None:
         "# Conformance results\n\n"
         "Server scenarios of the official MCP conformance suite against `conformance/server`, "
         "and its client scenarios against `conformance/client` (the `client` column), written by "
-        "`conformance/run --two-processes`. A scenario passes when none of its checks is a failure "
-        "or a warning.\n\n" + table
+        "`conformance/run --two-processes`. A scenario passes when none of its checks is a failure, "
+        "a warning or skipped (a client scenario: when not all of them were skipped).\n\n" + table
     )
     if RESULTS_PAGE.exists():
         text = RESULTS_PAGE.read_text()
         start, end = text.find(RESULTS_START), text.find(RESULTS_END)
         if start != -1 and end > start:
             RESULTS_PAGE.write_text(text[:start + len(RESULTS_START)] + "\n" + table + text[end:])
+
+
+def only_skipped(outcome: Outcome, skipped: set[str]) -> set[str]:
+    """``{scenario}`` when it is listed under ``skipped:`` and skipped checks alone kept it from
+    passing (a real failure of it is unexpected), else nothing."""
+    if outcome.scenario in skipped and outcome.problems \
+            and all(problem.startswith("SKIPPED ") for problem in outcome.problems):
+        return {outcome.scenario}
+    return set()
 
 
 def record(outcome: Outcome, where: str, expected: set[str], unexpected: list[str]) -> bool:
@@ -500,6 +526,9 @@ def main() -> int:
     suites = [s for s in SUITES if args.suite in (None, s.key)] if layouts else []
     expected = expected_failures()
     expected_client = expected_failures("client")
+    # Not passed when a check was skipped, expected when listed (the suite, which reads only
+    # server: and client:, counts a skip as no failure and would call a server: entry stale).
+    skipped = expected_failures("skipped")
 
     missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
     if missing:
@@ -540,7 +569,8 @@ def main() -> int:
                 wanted = [args.scenario] if args.scenario else listed[suite.key]
                 for name in wanted:
                     outcome = outcomes.setdefault(name, Outcome(name, False, ["the scenario did not run"]))
-                    if record(outcome, f"({suite.title}, {layout.label})", expected, unexpected):
+                    if record(outcome, f"({suite.title}, {layout.label})",
+                              expected | only_skipped(outcome, skipped), unexpected):
                         passed += 1
                     else:
                         failed += 1
@@ -580,7 +610,8 @@ def main() -> int:
                 note(f"{name} (client) failed ({'; '.join(outcome.problems)[:300]}); running it once more")
                 outcome = run_client_scenario(client_suite, name, logs / version, logs / f"{log}.again.log")
             column[name] = outcome
-            if record(column[name], f"({version}, client)", expected_client, unexpected):
+            if record(column[name], f"({version}, client)",
+                      expected_client | only_skipped(column[name], skipped), unexpected):
                 passed += 1
             else:
                 failed += 1

@@ -69,8 +69,11 @@ MCP_SERVER = {
         "logging": {},
         "completions": {},
         # The Tasks extension: background tools answer as tasks to clients that declare it.
-        "extensions": {"io.modelcontextprotocol/tasks": {}},
+        "extensions": {"io.modelcontextprotocol/tasks": {},
+                       # Skills (SEP-2640): the demo project's, found through SKILLS_DIRS.
+                       "io.modelcontextprotocol/skills": {"directoryRead": True}},
     },
+    "SKILLS_DIRS": [HERE.parent / "project" / "demo" / "skills"],
     # The suite runs scenarios one after another, each with a new session.
     "MAX_SESSIONS": None,
     "MAX_SESSIONS_PER_PRINCIPAL": None,  # every scenario connects from 127.0.0.1

@@ -30,6 +30,7 @@ from .errors import (
     ValidationError,
 )
 from .input_required import COMPLETE, INPUT_REQUIRED, InputRequiredError
+from .skills import Skill, SkillFileEntry
 from .subscriptions import ListenError
 from .transports.http import HTTPTransport
 from .transports.stdio import StdioTransport
@@ -76,6 +77,8 @@ __all__ = [
     "ServerError",
     "ServerRequestError",
     "SessionExpiredError",
+    "Skill",
+    "SkillFileEntry",
     "StdioTransport",
     "TokenError",
     "TokenStorage",

@@ -25,6 +25,7 @@ from mcp_protocol.log_levels import LEVELS
 from mcp_protocol.param_headers import header_paths
 
 from . import metrics, modern, tasks
+from . import skills as skill_wire
 from .errors import (
     AlreadyConnectedError,
     ClientError,
@@ -37,6 +38,7 @@ from .input_required import DEFAULT_MAX_ROUNDS, DRIVEN_METHODS, drive
 from .lifecycle import AUTO_MODE, DISCOVER_TIMEOUT, LEGACY_MODE, Lifecycle, checked_mode
 from .messaging import Messaging
 from .ports import TaskPort, task_port
+from .skills import Skill
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES, Subscriptions
 from .telemetry import tracing_for
 from .transports import transport_for
@@ -502,6 +504,63 @@ class AsyncClient(Lifecycle, Messaging):
         if not isinstance(result, dict) or not isinstance(result.get("messages"), list):
             raise ValidationError(f"prompts/get result needs a messages list: {result!r}")
         return result
+
+    # Skills (SEP-2640) --------------------------------------------------------------------------
+    async def list_skills(self, cursor: str | None = None, *, meta: dict | None = None,
+                          cancellation: Cancellation | None = None) -> Page:
+        """One page of ``skills/list``: :class:`~mcp_client.skills.Skill` entries."""
+        self._check_connected(methods.SKILLS_LIST)
+        skill_wire.check_declared(self.server_capabilities, methods.SKILLS_LIST)
+        return await self._page(methods.SKILLS_LIST, "skills", skill_wire.Skill.from_wire, cursor, meta,
+                                cancellation)
+
+    async def skills(self, *, meta: dict | None = None,
+                     cancellation: Cancellation | None = None) -> list[Skill]:
+        return await self._collect(self.list_skills, meta, cancellation)
+
+    async def get_skill(self, uri: str, *, meta: dict | None = None,
+                        cancellation: Cancellation | None = None) -> Skill:
+        """The entry of the skill whose ``SKILL.md`` is at ``uri`` (``skills/get``)."""
+        self._check_connected(methods.SKILLS_GET)
+        skill_wire.check_declared(self.server_capabilities, methods.SKILLS_GET)
+        result = await self._call(methods.SKILLS_GET, {"uri": uri}, meta=meta, cancellation=cancellation)
+        if not isinstance(result, dict):
+            raise ValidationError(f"skills/get result must be an object: {result!r}")
+        return skill_wire.Skill.from_wire(result.get("skill"))
+
+    async def read_skill(self, skill: str | Skill, *, meta: dict | None = None,
+                         cancellation: Cancellation | None = None) -> dict[str, bytes]:
+        """Every file of a skill (given by its entry, or by the URI of its ``SKILL.md``), by URI,
+        each checked against the manifest's size and digest: a file that differs raises
+        :class:`~mcp_client.errors.ValidationError`, so nothing unverified is returned."""
+        entry = skill if isinstance(skill, skill_wire.Skill) else \
+            await self.get_skill(skill, meta=meta, cancellation=cancellation)
+        if entry.resources is None:
+            raise ClientError(f"{entry.uri} has no manifest (its resources are \"dynamic\"): "
+                              "read its files with read_resource")
+        files: dict[str, bytes] = {}
+        for file in entry.resources:
+            contents = await self.read_resource(file.uri, meta=meta, cancellation=cancellation)
+            files[file.uri] = skill_wire.verified(file, skill_wire.contents_bytes(contents, file.uri))
+        return files
+
+    async def read_directory(self, uri: str, cursor: str | None = None, *, meta: dict | None = None,
+                             cancellation: Cancellation | None = None) -> Page:
+        """One page of ``resources/directory/read``: the direct children of a skill's folder
+        (folders have the MIME type ``inode/directory``)."""
+        method = methods.RESOURCES_DIRECTORY_READ
+        self._check_connected(method)
+        skill_wire.check_declared(self.server_capabilities, method, directory_read=True)
+        params: dict[str, Any] = {"uri": uri, **({"cursor": cursor} if cursor is not None else {})}
+        result = await self._call(method, params, meta=meta, cancellation=cancellation)
+        if not isinstance(result, dict) or not isinstance(result.get("resources"), list):
+            raise ValidationError(f"{method} result needs a resources list: {result!r}")
+        try:
+            items = [Resource.from_wire(item) for item in result["resources"]]
+        except (KeyError, TypeError) as exc:
+            raise ValidationError(f"{method} returned a malformed item: {exc}") from None
+        return Page(items=items, next_cursor=result.get("nextCursor"), meta=result.get("_meta"),
+                    ttl_ms=result.get("ttlMs"), cache_scope=result.get("cacheScope"))
 
     async def complete(self, ref: dict, argument: dict, *, context: dict | None = None,
                        meta: dict | None = None, cancellation: Cancellation | None = None) -> dict:

@@ -17,6 +17,7 @@ from mcp_protocol.cancellation import Cancellation
 
 from .async_client import AsyncClient
 from .input_required import DEFAULT_MAX_ROUNDS
+from .skills import Skill
 from .subscriptions import DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES
 from .types import CallToolResult, DiscoverResult, Page, Prompt, Resource, ResourceTemplate, Tool
 
@@ -289,6 +290,27 @@ class Client:
 
     def prompts(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> list[Prompt]:
         return self._run(self._async.prompts(meta=meta, cancellation=cancellation))
+
+    # Skills (SEP-2640): see AsyncClient.
+    def list_skills(self, cursor: str | None = None, *, meta: dict | None = None,
+                    cancellation: Cancellation | None = None) -> Page:
+        return self._run(self._async.list_skills(cursor, meta=meta, cancellation=cancellation))
+
+    def skills(self, *, meta: dict | None = None, cancellation: Cancellation | None = None) -> list[Skill]:
+        return self._run(self._async.skills(meta=meta, cancellation=cancellation))
+
+    def get_skill(self, uri: str, *, meta: dict | None = None,
+                  cancellation: Cancellation | None = None) -> Skill:
+        return self._run(self._async.get_skill(uri, meta=meta, cancellation=cancellation))
+
+    def read_skill(self, skill: str | Skill, *, meta: dict | None = None,
+                   cancellation: Cancellation | None = None) -> dict[str, bytes]:
+        """Every file of the skill by URI, checked against its manifest's digests and sizes."""
+        return self._run(self._async.read_skill(skill, meta=meta, cancellation=cancellation))
+
+    def read_directory(self, uri: str, cursor: str | None = None, *, meta: dict | None = None,
+                       cancellation: Cancellation | None = None) -> Page:
+        return self._run(self._async.read_directory(uri, cursor, meta=meta, cancellation=cancellation))
 
     def get_prompt(self, name: str, arguments: dict | None = None, *, meta: dict | None = None,
                    cancellation: Cancellation | None = None, input_responses: dict | None = None,

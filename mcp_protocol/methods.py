@@ -45,6 +45,13 @@ TASKS_CANCEL = "tasks/cancel"
 TASK_METHODS = (TASKS_GET, TASKS_UPDATE, TASKS_CANCEL)
 NOTIFICATIONS_TASKS = "notifications/tasks"
 
+# The Skills extension (SEP-2640): its id, its two requests, and the directory read it adds to
+# resources (declared by ``directoryRead``).
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
+SKILLS_LIST = "skills/list"
+SKILLS_GET = "skills/get"
+RESOURCES_DIRECTORY_READ = "resources/directory/read"
+
 # The body parameter that the ``Mcp-Name`` header mirrors, per method (SEP-2243); the Tasks
 # extension routes its requests by task id (SEP-2663).
 NAME_PARAMS = {TOOLS_CALL: "name", PROMPTS_GET: "name", RESOURCES_READ: "uri",

@@ -84,6 +84,21 @@ class ListenTaskFilter(Protocol):
         ...
 
 
+class RegistryContributor(Protocol):
+    """What an extension adds to the default server's registry (the Skills extension's files):
+    :meth:`server_built` registers what code would (it runs each time the default server is
+    built), :meth:`stored_entries` what administrators defined, read into each registry snapshot
+    (``registry/overlay.py``) on a worker thread."""
+
+    def server_built(self, server: Any) -> None:
+        """The default server was just built: register onto it."""
+        ...
+
+    def stored_entries(self, server: Any) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """kind (``"resources"``) -> key -> (primitive, the admin row whose restrictions apply)."""
+        ...
+
+
 class RequestObserver(Protocol):
     """Sees every request the dispatcher serves, in either era and on any transport: telemetry and
     the audit trail implement it. Both methods run in the task that runs the handler, so a context

@@ -72,6 +72,13 @@ DEFAULTS: dict[str, Any] = {
     # The default server's registry as administrators shape it in admin (switches, overrides,
     # restrictions, prompts and resources defined there), read from the database.
     "REGISTRY_IN_DATABASE": True,
+    # Skills (SEP-2640), served when CAPABILITIES declares io.modelcontextprotocol/skills: folders
+    # searched after each installed app's skills/ folder.
+    "SKILLS_DIRS": [],
+    # Files one skill may have, SKILL.md included (a skill with more is refused, not cut).
+    "SKILLS_MAX_FILES": 512,
+    # Bytes one skill's files may take together (16 MiB; a bigger skill is refused, not cut).
+    "SKILLS_MAX_BYTES": 16 * 1024 * 1024,
     # Seconds between two list_changed notifications of one list that changes made in admin or the
     # API send from one process: the changes within it are announced once, when it ends (0: each
     # change at once). Thirty saves in a loop are then two notifications for every session.

@@ -26,9 +26,9 @@ _pending = threading.local()
 
 def connect() -> None:
     """Hook the registry models' signals (the app's ready())."""
-    from .models import PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate
+    from .models import PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate, StoredSkill
 
-    for model in (PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate):
+    for model in (PrimitiveSetting, StoredPrompt, StoredResource, StoredResourceTemplate, StoredSkill):
         post_save.connect(_changed, sender=model, dispatch_uid=f"mcp-registry-save-{model.__name__}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"mcp-registry-delete-{model.__name__}")
         m2m_changed.connect(_groups_changed, sender=model.groups.through,
@@ -80,6 +80,7 @@ def _list_of(instance: Any) -> str:
 
     if isinstance(instance, PrimitiveSetting):
         return _LISTS[instance.kind]
+    # A skill's files are resources: its change is the resources list's (its SKILL.md is listed).
     return "prompts" if isinstance(instance, StoredPrompt) else "resources"
 
 

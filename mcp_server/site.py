@@ -74,6 +74,9 @@ def build_server() -> Server:
         from .registry.overlay import RegistryOverlay
 
         server.overlay = RegistryOverlay(server)
+    contributor = ports.implementation(ports.RegistryContributor)
+    if contributor is not None:
+        contributor.server_built(server)
     return server
 
 
@@ -194,15 +197,18 @@ def build_stores() -> tuple[Any, Any]:
 
 def install() -> None:
     """Register, once per process, what implements the ports of the floors below: background
-    calls for the engine and the HTTP transport, and the Tasks extension (its methods, its listen
-    filter, and its hooks into background calls), and the observers of telemetry and the audit
+    calls for the engine and the HTTP transport, the Tasks extension (its methods, its listen
+    filter, and its hooks into background calls), the Skills extension (its methods and its
+    skills in the default server's registry), and the observers of telemetry and the audit
     trail. The app's ``ready()`` calls it (the models they use need the app registry)."""
     from .background.port import BackgroundCallPort
+    from .extensions.skills import hooks as skills_extension
     from .extensions.tasks import hooks as tasks_extension
 
     ports.register(ports.BackgroundCalls, BackgroundCallPort())
     ports.register(ports.TokenBuckets, SettingsBuckets())
     tasks_extension.install(default_transport=get_transport)
+    skills_extension.install()
     install_observers()
 
 

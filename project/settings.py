@@ -206,7 +206,9 @@ MCP_SERVER = {
         "completions": {},
         # The Tasks extension: background tools (count_in_background) answer 2026-07-28 clients
         # that declare it with a task handle, and stream to the others.
-        "extensions": {"io.modelcontextprotocol/tasks": {}},
+        # Skills (SEP-2640): demo/skills/ and those defined in admin, with resources/directory/read.
+        "extensions": {"io.modelcontextprotocol/tasks": {},
+                       "io.modelcontextprotocol/skills": {"directoryRead": True}},
     },
 }
 # Keys sealing input_required request states, comma-separated; every web process must get the

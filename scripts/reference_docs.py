@@ -242,7 +242,8 @@ def commands_page() -> str:
 
 # System checks -----------------------------------------------------------------------------------
 
-CHECK_MODULES = ("mcp_server/checks.py", "mcp_server/authorization_server/checks.py")
+CHECK_MODULES = ("mcp_server/checks.py", "mcp_server/authorization_server/checks.py",
+                 "mcp_server/extensions/skills/checks.py")
 
 
 @dataclass

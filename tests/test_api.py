@@ -220,7 +220,9 @@ def test_registered_prompts_resources_and_templates_are_named_by_name_or_uri():
     client = api(user_with("view_primitivesetting", "change_primitivesetting"))
     assert [p["name"] for p in client.get(API + "registered-prompts/").json()["results"]] == ["greeting"]
     resources = client.get(API + "registered-resources/").json()["results"]
-    assert [r["uri"] for r in resources] == ["demo://readme"]
+    # The demo's skill (SEP-2640) is made of resources too, one per file.
+    assert [r["uri"] for r in resources] == ["demo://readme", "skill://note-keeping/SKILL.md",
+                                             "skill://note-keeping/references/TITLES.md"]
     assert "annotations" not in resources[0]
     response = client.patch(API + "registered-resources/demo://readme/", {"enabled": False}, format="json")
     assert response.status_code == 200, response.content

@@ -86,7 +86,8 @@ async def test_a_whole_session_with_our_server(revision):
     prompt = await client.get_prompt("greeting", {"name": "Ada", "style": "pirate"})
     assert prompt["messages"][0]["content"]["text"] == "Write a pirate greeting in english for Ada."
 
-    assert [r.uri for r in await client.resources()] == ["demo://readme"]
+    # The demo's skill (SEP-2640) lists its SKILL.md among the resources.
+    assert [r.uri for r in await client.resources()] == ["skill://note-keeping/SKILL.md", "demo://readme"]
     assert [t.uri_template for t in await client.resource_templates()] == ["demo://users/{user_id}/profile"]
     [readme] = await client.read_resource("demo://readme")
     assert readme["text"].startswith("This is the django-mcp-sdk demo server")

@@ -33,7 +33,9 @@ TOOLS = {
 }
 PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
            "test_prompt_with_image", "test_input_required_result_prompt"}
-RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
+# The demo's skill (SKILLS_DIRS) lists its SKILL.md; its other file is read through its manifest.
+RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource",
+             "skill://note-keeping/SKILL.md"}
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +79,7 @@ def test_every_fixture_the_suite_calls_is_listed(conformance_server, revision):
         capabilities = result["capabilities"]
         assert capabilities["resources"]["subscribe"] is True
         assert {"tools", "prompts", "logging", "completions"} <= set(capabilities)
+        assert capabilities["extensions"]["io.modelcontextprotocol/skills"] == {"directoryRead": True}
 
         tools = {t["name"]: t for t in client.request("tools/list").response["result"]["tools"]}
         assert set(tools) == TOOLS
@@ -207,3 +210,26 @@ def test_the_modern_fixtures_answer_in_the_2026_07_28_era(conformance_server):
     assert (status, body["error"]["code"]) == (400, -32020)
     status, body = call("test_logging_tool", {})
     assert status == 200 and json.dumps(body).count("notifications/message") == 0
+
+
+@pytest.mark.feature("SKILL-08", "CONF-01")
+def test_conformance_run_counts_a_skipped_check_as_not_passed(tmp_path):
+    """A scenario whose checks were skipped proved nothing: not passed, and expected only when
+    listed under ``skipped:`` with skips as its only problems."""
+    from conformance.run import Outcome, checks_outcome, expected_failures, only_skipped
+
+    checks = tmp_path / "checks.json"
+    checks.write_text('[{"id": "a", "status": "SUCCESS"}, {"id": "b", "status": "SKIPPED", '
+                      '"errorMessage": "not declared"}]')
+    outcome = checks_outcome("sep-2640-skills-manifest", checks)
+    assert not outcome.passed and outcome.problems == ["SKIPPED b: not declared"]
+    assert only_skipped(outcome, {"sep-2640-skills-manifest"}) == {"sep-2640-skills-manifest"}
+    assert only_skipped(outcome, set()) == set()
+    # A client scenario's conditional checks may be skipped; not all of them.
+    assert checks_outcome("request-metadata", checks, client=True).passed
+    checks.write_text('[{"id": "i", "status": "INFO"}, {"id": "b", "status": "SKIPPED"}]')
+    assert checks_outcome("x", checks, client=True).problems == ["SKIPPED x: every check was skipped"]
+    failed = Outcome("x", False, ["SKIPPED b: -", "FAILURE c: wrong"])
+    assert only_skipped(failed, {"x"}) == set()
+    assert "tasks-status-notifications" in expected_failures("skipped")
+    assert not expected_failures("server") and not expected_failures("client")

@@ -86,7 +86,7 @@ async def test_official_client_uses_the_demo_server_over_stdio(tmp_path):
             assert unknown.value.code == -32602
 
             resources = (await session.list_resources()).resources
-            assert [str(r.uri) for r in resources] == ["demo://readme"]
+            assert [str(r.uri) for r in resources] == ["skill://note-keeping/SKILL.md", "demo://readme"]
             readme = (await session.read_resource("demo://readme")).contents
             assert readme[0].mime_type == "text/plain" and "demo server" in readme[0].text
             templates = (await session.list_resource_templates()).resource_templates

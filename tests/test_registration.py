@@ -105,7 +105,8 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "task_job",
                          "where_am_i", "background_meeting", "background_confirm_action",
-                         "background_confirm", "shape_registry", "background_touch", "log_line",
+                         "background_confirm", "shape_registry", "define_skill", "background_touch",
+                         "log_line",
                          "background_log_line"]
         assert server.close() == 0
 
@@ -153,7 +154,9 @@ def test_decorators_register_onto_the_default_server(default_server_restored):
 def test_autodiscover_false_builds_an_empty_default_server(default_server_restored):
     with override_settings(MCP_SERVER=demo_with(AUTODISCOVER=False)):
         server = get_server()
-        assert server.tools == {} and server.prompts == {} and server.resources == {}
+        assert server.tools == {} and server.prompts == {}
+        # Skill folders are found as templates are, mcp.py or not: only the demo skill's files.
+        assert all(uri.startswith("skill://note-keeping/") for uri in server.resources)
         assert server.name == DEMO["NAME"]
     assert "echo" in get_server().tools
 
@@ -564,7 +567,9 @@ def test_every_setting_is_covered_here():
                "DRAIN_TIMEOUT", "HEALTH_CHECK_PATH",
                # tests/test_middleware.py.
                "MIDDLEWARE", "RATE_LIMITS", "RATE_LIMIT_STORE", "RATE_LIMIT_CACHE", "TOOL_TIMEOUT",
-               "TOOL_TIMEOUTS"}
+               "TOOL_TIMEOUTS",
+               # tests/test_skills.py.
+               "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES"}
     assert covered == set(DEFAULTS)
 
 

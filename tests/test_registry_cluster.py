@@ -8,10 +8,11 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from mcp_server.models import PrimitiveSetting
+from mcp_server.models import PrimitiveSetting, StoredSkill
 
 from .http_cluster import call_tool, cluster, events_until, new_session, open_stream, require_services
 from .http_harness import HTTPClient
+from .modern_support import post_over_http
 from .test_listen_multiprocess import ACKNOWLEDGED, ListenStream
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -94,3 +95,31 @@ def test_a_restricted_tool_is_seen_only_by_users_holding_the_permission(servers)
     finally:
         stream.close()
         PrimitiveSetting.objects.filter(name="add").delete()
+
+
+@pytest.mark.feature("SKILL-06")
+def test_a_skill_defined_in_admin_on_one_process_is_served_by_the_other(servers):
+    """Skills (SEP-2640): the save reaches the other process's sessions as the resources list's
+    list_changed (a skill's SKILL.md is listed there), and that process serves the skill."""
+    a, b = servers
+    watcher = new_session(b.url)
+    stream = open_stream(watcher, b.url)
+    changed = "notifications/resources/list_changed"
+    try:
+        listed = watcher.request("skills/list", {}, url=b.url).response["result"]["skills"]
+        assert [s["frontmatter"]["name"] for s in listed] == ["note-keeping"]  # the demo's folder
+        assert call_tool(new_session(a.url), a.url, "define_skill", {
+            "name": "triage", "description": "Sort incoming bugs.", "instructions": "Label each bug.",
+            "files": '{"checklists/labels.md": "- bug\\n"}'}) == "saved"
+        events_until(stream, changed)
+        entries = {s["frontmatter"]["name"]: s
+                   for s in watcher.request("skills/list", {}, url=b.url).response["result"]["skills"]}
+        assert set(entries) == {"note-keeping", "triage"}
+        labels = entries["triage"]["resources"][1]
+        read = watcher.request("resources/read", {"uri": labels["uri"]}, url=b.url).response["result"]
+        assert read["contents"][0]["text"] == "- bug\n" and labels["size"] == 6
+        _, messages = post_over_http(b.url, "skills/get", uri="skill://triage/SKILL.md")  # 2026-07-28
+        assert messages[-1]["result"]["skill"] == entries["triage"]
+    finally:
+        stream.close()
+        StoredSkill.objects.filter(name="triage").delete()

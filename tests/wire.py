@@ -46,6 +46,13 @@ TASK_RESULTS = {"tasks/get": "GetTaskResult", "tasks/update": "TaskAckResult",
                 "tasks/cancel": "TaskAckResult"}
 TASK_NOTIFICATION = "notifications/tasks"
 
+# The Skills extension (SEP-2640), defined in both eras: schemas/skills-extension.json, merged the same way.
+SKILLS_REVISIONS = ("2025-11-25", "2026-07-28")
+SKILL_REQUESTS = {"skills/list": "ListSkillsRequest", "skills/get": "GetSkillRequest",
+                  "resources/directory/read": "ReadDirectoryRequest"}
+SKILL_RESULTS = {"skills/list": "ListSkillsResult", "skills/get": "GetSkillResult",
+                 "resources/directory/read": "ReadDirectoryResult"}
+
 
 class WireError(AssertionError):
     pass
@@ -57,6 +64,8 @@ def _document(revision: str) -> dict:
     if revision == TASKS_REVISION:
         extension = json.loads((SCHEMAS / "tasks-extension.json").read_text())
         document["$defs"].update(extension["$defs"])
+    if revision in SKILLS_REVISIONS:
+        document["$defs"].update(json.loads((SCHEMAS / "skills-extension.json").read_text())["$defs"])
     return document
 
 
@@ -123,6 +132,8 @@ def check_server_message(message: Any, revision: str, method: str | None = None)
     result = message["result"]
     if revision == TASKS_REVISION and method in TASK_RESULTS:
         validate(result, revision, TASK_RESULTS[method])
+    elif revision in SKILLS_REVISIONS and method in SKILL_RESULTS:
+        validate(result, revision, SKILL_RESULTS[method])
     elif isinstance(result, dict) and result.get("resultType") == "task":
         validate(result, revision, "CreateTaskResult")
     elif isinstance(result, dict) and result.get("resultType") == "input_required":
@@ -153,6 +164,8 @@ def check_client_message(message: Any, revision: str) -> None:
         return
     if "method" in message and revision == TASKS_REVISION and message["method"] in TASK_REQUESTS:
         validate(message, revision, TASK_REQUESTS[message["method"]])
+    elif "method" in message and revision in SKILLS_REVISIONS and message["method"] in SKILL_REQUESTS:
+        validate(message, revision, SKILL_REQUESTS[message["method"]])
     elif "method" in message:
         kind = "ClientRequest" if "id" in message else "ClientNotification"
         envelope = "JSONRPCRequest" if "id" in message else "JSONRPCNotification"

@@ -1,6 +1,6 @@
-"""Admin of prompts, resources and resource templates defined with no code (``StoredPrompt``,
-``StoredResource``, ``StoredResourceTemplate``). Their forms refuse what the registry could not
-serve, with the message on the field at fault."""
+"""Admin of prompts, resources, resource templates and skills defined with no code
+(``StoredPrompt``, ``StoredResource``, ``StoredResourceTemplate``, ``StoredSkill``). Their forms
+refuse what the registry could not serve, with the message on the field at fault."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from ..models import StoredPrompt, StoredResource, StoredResourceTemplate
+from ..extensions.skills.catalog import SkillFileResource, stored_skill
+from ..extensions.skills.loading import SkillError
+from ..models import StoredPrompt, StoredResource, StoredResourceTemplate, StoredSkill
 from ..registry.stored import check_prompt, check_resource_template
 from ..site import get_server
 from .common import JSONText, RestrictedForm, SwitchActions, json_area, restriction, server_name
@@ -144,6 +146,49 @@ class StoredResourceTemplateForm(StoredForm):
         return cleaned
 
 
+class StoredSkillForm(RestrictedForm):
+    files = JSONText(
+        required=False, widget=json_area(6),
+        help_text='A JSON object of the supporting files, relative path to text. Example: '
+                  '{"references/FORMS.md": "# Forms\\n..."}. Empty: none.')
+
+    class Meta:
+        model = StoredSkill
+        fields = ["name", "description", "instructions", "files", "enabled", "permission", "groups"]
+        help_texts = {
+            "name": "1-64 lowercase letters, digits and single hyphens, for example pdf-forms; the "
+                    "skill is served at skill://<name>/SKILL.md.",
+            "description": "What the skill does and when to use it (a host shows it to its model).",
+        }
+
+    def clean_files(self) -> Any:
+        value = self.cleaned_data.get("files")
+        return {} if value is None else value
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        name = cleaned.get("name")
+        if not name or any(field in self.errors for field in ("files", "description", "instructions")):
+            return cleaned
+        if any(isinstance(r, SkillFileResource) and r.skill.name == name
+               for r in get_server().resources.values()):
+            self.add_error("name", f"A skill folder already serves {name!r} (folders win): choose another.")
+            return cleaned
+        if StoredSkill.objects.filter(server=self.instance.server, name=name) \
+                .exclude(pk=self.instance.pk).exists():
+            self.add_error("name", f"Another skill is already {name!r}.")
+            return cleaned
+        row = StoredSkill(name=name, description=cleaned.get("description") or "",
+                          instructions=cleaned.get("instructions") or "", files=cleaned.get("files"))
+        try:
+            stored_skill(row)
+        except SkillError as exc:
+            message = str(exc).split(": ", 1)[-1]
+            field = "files" if "file" in message else ("name" if "name" in message else "description")
+            self.add_error(field, message)
+        return cleaned
+
+
 class StoredAdmin(SwitchActions):
     """What the three share: the default server's rows, read-only ``server``, the switches."""
 
@@ -193,6 +238,23 @@ class StoredResourceTemplateAdmin(StoredAdmin):
     ordering = ["uri_template"]
     fieldsets = [(None, {"fields": ["server", "uri_template", "name", "title", "description", "mime_type",
                                     "text", "enabled"]}), _RESTRICTION, (None, {"fields": ["updated_at"]})]
+
+    def list_of(self, row: Any) -> str:
+        return "resources"
+
+
+@admin.register(StoredSkill)
+class StoredSkillAdmin(StoredAdmin):
+    form = StoredSkillForm
+    list_display = ["name", "description", "file_count", "enabled", restriction]
+    search_fields = ["name", "description"]
+    ordering = ["name"]
+    fieldsets = [(None, {"fields": ["server", "name", "description", "instructions", "files", "enabled"]}),
+                 _RESTRICTION, (None, {"fields": ["updated_at"]})]
+
+    @admin.display(description="files")
+    def file_count(self, row: StoredSkill) -> int:
+        return 1 + len(row.files or {})
 
     def list_of(self, row: Any) -> str:
         return "resources"

@@ -23,7 +23,8 @@ async def list_resources(ctx: ServerContext) -> dict[str, Any]:
     if server.hooks.resources_list is not None:
         items = list(await call_with_params(server.hooks.resources_list, params, ctx) or [])
     else:
-        items = list((await server.registry_view(ctx)).resources.values())
+        registered = (await server.registry_view(ctx)).resources.values()
+        items = [r for r in registered if getattr(r, "listed", True)]
     resources, next_cursor = page(items, params, server.page_size)
     result: dict[str, Any] = {"resources": [_wire(r) for r in resources]}
     if next_cursor is not None:

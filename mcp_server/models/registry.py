@@ -112,3 +112,20 @@ class StoredResourceTemplate(Described):
 
     def __str__(self) -> str:
         return self.uri_template
+
+
+class StoredSkill(Described):
+    """A skill (SEP-2640) defined in admin: its ``SKILL.md`` is made of the name, the description
+    and the instructions; ``files`` are its supporting files, relative path -> text."""
+
+    instructions = models.TextField(help_text="The body of SKILL.md, after its frontmatter (Markdown).")
+    # {"references/FORMS.md": "..."}: plain relative paths inside the skill.
+    files = models.JSONField(default=dict, blank=True, encoder=CompactJSONEncoder,
+                             help_text='Supporting files: {"relative/path.md": "text", ...}.')
+
+    class Meta:
+        verbose_name = "skill"
+        constraints = [models.UniqueConstraint(fields=["server", "name"], name="mcp_stored_skill_unique")]
+
+    def __str__(self) -> str:
+        return self.name

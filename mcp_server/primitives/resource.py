@@ -113,6 +113,9 @@ class Resource(_ResourceBase):
 
     uri: ClassVar[str | None] = None
     size: ClassVar[int | None] = None
+    # False: read by its URI but left out of resources/list (a skill's supporting files, which
+    # its manifest names).
+    listed: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import log_context
+from .. import log_context, ports
 from ..invoke import run_in_thread
 from . import access, counter, stored
 
@@ -151,6 +151,11 @@ class RegistryOverlay:
                 key = getattr(row, key_field)
                 if key not in entries[kind]:  # what code registers wins (admin forms refuse it)
                     entries[kind][key] = (build(row), _rule(row))
+        contributor = ports.implementation(ports.RegistryContributor) if rows else None
+        for kind, added in (contributor.stored_entries(server) if contributor is not None else {}).items():
+            for key, (primitive, row) in added.items():
+                if key not in entries[kind]:  # as above: code wins
+                    entries[kind][key] = (primitive, _rule(row) if row is not None else None)
         restricted = any(rule is not None for kind in KINDS for _p, rule in entries[kind].values())
         snapshot = Snapshot(entries, code_version, marker, View(), restricted)
         snapshot.open_view = snapshot.view_for(None)

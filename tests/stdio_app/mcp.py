@@ -281,6 +281,18 @@ def shape_registry(kind: str, name: str, enabled: bool = True, permission: str =
     return "saved"
 
 
+@mcp_server.tool
+def define_skill(name: str, description: str, instructions: str, files: str = "{}") -> str:
+    """Save a skill as admin does (its supporting files a JSON object of path -> text), through
+    this process's ORM: every process hears of it."""
+    from mcp_server.models import StoredSkill
+
+    StoredSkill.objects.update_or_create(
+        server=mcp_server.get_server().name, name=name,
+        defaults={"description": description, "instructions": instructions, "files": json.loads(files)})
+    return "saved"
+
+
 @mcp_server.tool(background=True)
 async def background_touch(uri: str, server_context: ServerContext) -> str:
     """An ``async def`` background tool: tells subscribers that ``uri`` changed, logs at two

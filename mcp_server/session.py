@@ -28,8 +28,7 @@ class ServerSession:
     requests_refused: str | None = None
     # The 2026-07-28 envelope of the request this session stands for; None in the handshake era.
     envelope: Envelope | None = None
-    # Whether the transport serves subscriptions/listen streams (a server called in process does
-    # not: MOD-03).
+    # Whether the transport serves subscriptions/listen streams (stdio does not: MOD-03).
     listen_supported: bool = True
     # The pk of the Django user this session acts for (restricted registry entries: see
     # mcp_server.registry); None is anonymous. An HTTP session's is its owner's.

@@ -12,6 +12,7 @@ in both directions is checked against the schema of its revision.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -245,30 +246,23 @@ async def test_a_refused_listen_is_not_asked_again_and_subscribing_raises():
         await client.close()
 
 
-@pytest.mark.feature("STDIO-08")
-async def test_over_our_stdio_server_the_same_callbacks_hear_list_changes_and_updates():
+async def test_over_stdio_nothing_is_listened_to_where_the_server_declares_nothing_to_listen_for():
     transport = our_stdio()
     client = AsyncClient(transport)
-    heard = Heard()
-    heard.watch(client)
+    client.on_list_changed(lambda kind: None)
+    await client.connect(mode="modern")
     try:
-        await client.connect(mode="modern")
-        # Our stdio server serves subscriptions/listen (STDIO-08), so discover promises its flags.
-        assert client.is_modern and client.listening is not None
-        await client.subscribe_resource("demo://readme")
-        await client.call_tool("define_extra_tool", {"name": "extra"})
-        await client.call_tool("touch_resource", {"uri": "demo://readme"})
-        await eventually(lambda: heard.has(("list_changed", "tools"))
-                         and heard.has(("updated", {"uri": "demo://readme"})), what="both notifications")
-        # Each replaced stream was ended by its id on the one channel, with no response.
-        opened = [message["id"] for message in transport.wire.sent_of(LISTEN)]
-        ended = [m["params"]["requestId"] for m in transport.wire.sent_of("notifications/cancelled")]
-        assert len(opened) == 2 and ended == opened[:1] and heard.errors == []
+        # Discover over stdio declares no listChanged nor subscribe (MOD-03): no stream is opened.
+        assert client.is_modern and client.listening is None
+        assert "subscribe" not in client.server_capabilities.get("resources", {})
+        with pytest.raises(ClientError, match=r"no resources\.subscribe"):
+            await client.subscribe_resource("demo://readme")
+        assert LISTEN not in json.dumps(transport.wire.sent)
     finally:
-        await asyncio.wait_for(client.close(), WAIT)
+        await client.close()
 
 
-# A scripted 2026-07-28 stdio server that serves listen streams: each
+# A 2026-07-28 stdio server that serves listen streams (ours answers -32601 there, LSN-08): each
 # stream gets its acknowledgement, a list change, an update of each URI subscribed to, and a list
 # change of a subscription that is not the client's; the tool "drop" ends the last stream from the
 # server's side (notifications/cancelled, as on stdio).

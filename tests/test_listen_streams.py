@@ -19,8 +19,8 @@ import pytest
 from mcp_protocol.envelope import SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY
 from mcp_server import Server, ServerContext
 from mcp_server.http import StreamableHTTPTransport
+from mcp_server.http.listen_filter import honour
 from mcp_server.http.listen_streams import ListenSubscription
-from mcp_server.modern.listen_filter import honour
 
 from .modern_support import modern_headers
 from .waiting import PATIENCE, eventually

@@ -1,5 +1,5 @@
 """The 2026-07-28 lifecycle over stdio (``manage.py mcp_stdio`` as a subprocess): discover, the
-era lock of a connection, listen subscriptions sharing the channel, and log levels per request. Every line is
+era lock of a connection, log levels per request, and what stdio cannot serve. Every line is
 checked against the schema of the era the connection speaks."""
 
 from __future__ import annotations
@@ -28,11 +28,15 @@ def params(meta: dict | None = None, **fields) -> dict:
     return {**fields, "_meta": meta if meta is not None else envelope()}
 
 
-@pytest.mark.feature("MOD-01", "MOD-13", "STDIO-03")
+@pytest.mark.feature("MOD-01", "MOD-03", "MOD-13", "STDIO-03")
 def test_discover_locks_the_connection_to_the_modern_era():
     with modern_server() as server:
         result = server.request("server/discover", params())["result"]
         assert result["supportedVersions"] == [MODERN]
+        # MOD-03: stdio has no listen streams, so nothing promises their notifications.
+        for section in ("tools", "prompts", "resources"):
+            assert "listChanged" not in result["capabilities"].get(section, {}), section
+        assert "subscribe" not in result["capabilities"].get("resources", {})
         listed = server.request("tools/list", params())["result"]
         assert listed["resultType"] == "complete" and listed["ttlMs"] == 0
         # Locked: no envelope is -32602, initialize is -32601, and that never changes.
@@ -73,59 +77,12 @@ def test_errors_of_the_envelope_do_not_lock_the_connection():
         assert server.request("ping")["result"] == {}
 
 
-SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
-
-
-def of_subscription(server: StdioServer, method: str, subscription: object) -> list[dict]:
-    return [n for n in server.notifications
-            if n["method"] == method and n["params"]["_meta"].get(SUBSCRIPTION) == subscription]
-
-
-@pytest.mark.feature("LSN-08", "STDIO-08", "LSN-03", "LSN-04")
-def test_subscriptions_listen_over_stdio_shares_the_channel_by_subscription_id():
-    """Two subscriptions on the one channel, each acknowledged first and fed what it asked for,
-    stamped with its request's id; notifications/cancelled ends one, with no response."""
+@pytest.mark.feature("LSN-08")
+def test_subscriptions_listen_is_method_not_found_on_stdio():
     with modern_server() as server:
-        discovered = server.request("server/discover", params())["result"]["capabilities"]
-        assert discovered["tools"].get("listChanged") is True  # stdio serves listen (MOD-03)
-        assert discovered["resources"].get("subscribe") is True
-        tools = server.send_request("subscriptions/listen", params(notifications={"toolsListChanged": True}),
-                                    request_id="tools")
-        uri = "demo://readme"
-        updates = server.send_request("subscriptions/listen", params(notifications={
-            "resourceSubscriptions": [uri], "promptsListChanged": True}), request_id=7)
-        for subscription, honoured in (("tools", {"toolsListChanged": True}),
-                                       (7, {"resourceSubscriptions": [uri], "promptsListChanged": True})):
-            acknowledged = server.wait_for(
-                lambda m, s=subscription: m.get("method") == "notifications/subscriptions/acknowledged"
-                and m["params"]["_meta"][SUBSCRIPTION] == s, what=f"the acknowledgement of {subscription!r}")
-            assert acknowledged["params"]["notifications"] == honoured
-        server.request("tools/call", params(name="define_extra_tool", arguments={"name": "extra"}))
-        server.request("tools/call", params(name="touch_resource", arguments={"uri": uri}))
-        server.request("tools/call", params(name="touch_resource", arguments={"uri": "demo://other"}))
-        assert len(of_subscription(server, "notifications/tools/list_changed", tools)) == 1
-        assert of_subscription(server, "notifications/tools/list_changed", updates) == []
-        updated = of_subscription(server, "notifications/resources/updated", updates)
-        assert [n["params"]["uri"] for n in updated] == [uri]
-        # Every notification of the stream carries a subscription id; none goes out unasked.
-        listened = [n for n in server.notifications if n["method"] != "notifications/message"]
-        assert all(SUBSCRIPTION in n["params"]["_meta"] for n in listened), listened
-        # Cancelled: the subscription ends without a response, the other one lives on.
-        server.notify("notifications/cancelled", {"requestId": "tools"})
-        server.notifications.clear()
-        server.request("tools/call", params(name="define_extra_tool", arguments={"name": "more"}))
-        server.request("tools/call", params(name="touch_resource", arguments={"uri": uri}))
-        # Written before the response to the call that sent it, on the one channel.
-        assert [n["params"]["uri"] for n in of_subscription(server, "notifications/resources/updated",
-                                                            updates)] == [uri]
-        assert of_subscription(server, "notifications/tools/list_changed", tools) == []
-        assert all(m.get("id") not in ("tools", 7) for m in server.received if "method" not in m)
-        # A listen request whose filter is malformed is refused (-32602), and one reusing the id
-        # of the open subscription is refused too.
-        bad = unchecked(server, "subscriptions/listen", params(notifications={"toolsListChanged": "yes"}), 90)
-        assert bad["error"]["code"] == -32602
-        again = unchecked(server, "subscriptions/listen", params(notifications={}), 7)
-        assert again["error"]["code"] == -32600 and "in flight" in again["error"]["message"]
+        answer = server.request("subscriptions/listen",
+                                params(notifications={"toolsListChanged": True}))
+        assert answer["error"]["code"] == -32601
 
 
 @pytest.mark.feature("MOD-11", "LOG-06", "PROG-05")
@@ -164,21 +121,3 @@ def test_a_cancel_reaches_a_modern_request_on_stdio():
         assert server.request("tools/list", params())["result"]["tools"]
         server.read_to_end()
         assert not any(m.get("id") == request_id for m in server.received if "method" not in m)
-
-
-@pytest.mark.feature("MOD-03")
-async def test_discover_on_a_transport_without_listen_streams_promises_none_of_their_notifications():
-    from mcp_protocol.envelope import parse_envelope
-    from mcp_server import Server
-    from mcp_server.modern import requests
-
-    server = Server("no-listen", resources=[], tools=[], prompts=[])
-    for listen_supported in (True, False):
-        session = requests.new_session(server, parse_envelope(params()), None,
-                                       listen_supported=listen_supported)
-        answer = await requests.serve(server, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                                               "params": params()}, session)
-        capabilities = answer["result"]["capabilities"]
-        promised = [capabilities[section].get(flag) for section, flag in
-                    (("tools", "listChanged"), ("prompts", "listChanged"), ("resources", "listChanged"))]
-        assert promised == ([True] * 3 if listen_supported else [None] * 3), (listen_supported, capabilities)

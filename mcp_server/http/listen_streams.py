@@ -22,12 +22,12 @@ from mcp_protocol.envelope import RESULT_COMPLETE, SERVER_INFO_KEY, SUBSCRIPTION
 from mcp_protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 
 from .. import ports
-from ..modern.listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
 from ..telemetry import metrics
 from .credential_watch import ending_when_credential_lapses, refuse_if_expired
 from .errors import HTTPError
 from .event_store import request_key
 from .limits import principal_of, too_many
+from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
 from .sse import SSEResponse
 
 if TYPE_CHECKING:

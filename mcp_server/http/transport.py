@@ -19,10 +19,10 @@ from django.conf import settings
 
 from mcp_protocol import methods
 
-from ..modern.listen_filter import LISTENABLE
 from .claims import Claims
 from .event_store import GET_STREAM, DatabaseEventStore, EventStore, RedisEventStore, broadcast_stream
 from .limits import StreamSlots
+from .listen_filter import LISTENABLE
 from .liveness import Liveness
 from .options import StreamableHTTPOptions
 from .resource_subscriptions import SubscriptionStore

@@ -8,11 +8,10 @@ never changes; a message of the other era is refused with the code MOD-13 gives 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mcp_protocol import jsonrpc, methods
-from mcp_protocol.envelope import Envelope, is_enveloped, parse_envelope
+from mcp_protocol.envelope import is_enveloped, parse_envelope
 from mcp_protocol.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 
 from .. import dispatch
@@ -24,10 +23,6 @@ if TYPE_CHECKING:
 
 LEGACY = "legacy"
 MODERN = "modern"
-
-# Opens a ``subscriptions/listen`` subscription on the connection: None while it stays open (it
-# has no response until it ends), or the error that refused it.
-Listen = Callable[[dict, Envelope], Awaitable[dict | None]]
 
 
 class EraLock:
@@ -42,9 +37,8 @@ class EraLock:
 
 
 async def handle_json(server: Server, text: str | bytes, session: ServerSession,
-                      lock: EraLock, listen: Listen | None = None) -> str | None:
-    """One line of a connection: a message or a batch, answered under the era lock. ``listen``
-    serves ``subscriptions/listen`` where the transport can (without it, the method table does)."""
+                      lock: EraLock) -> str | None:
+    """One line of a connection: a message or a batch, answered under the era lock."""
     try:
         payload = jsonrpc.decode(text)
     except jsonrpc.DecodeError as refused:
@@ -53,12 +47,11 @@ async def handle_json(server: Server, text: str | bytes, session: ServerSession,
         if not payload:
             answer: Any = jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: empty batch")
         else:
-            answers = await asyncio.gather(
-                *(handle_message(server, m, session, lock, listen) for m in payload))
+            answers = await asyncio.gather(*(handle_message(server, m, session, lock) for m in payload))
             responses = [a for a in answers if a is not None]
             answer = None if not responses else responses[0] if len(responses) == 1 else responses
     else:
-        answer = await handle_message(server, payload, session, lock, listen)
+        answer = await handle_message(server, payload, session, lock)
     if answer is None:
         return None
     failures: list[tuple[BaseException, dict]] = []
@@ -69,7 +62,7 @@ async def handle_json(server: Server, text: str | bytes, session: ServerSession,
 
 
 async def handle_message(server: Server, message: Any, session: ServerSession,
-                         lock: EraLock, listen: Listen | None = None) -> dict | None:
+                         lock: EraLock) -> dict | None:
     incoming = jsonrpc.classify(message)
     if incoming.kind != "request":
         return await dispatch.handle_message(server, message, session)
@@ -83,12 +76,7 @@ async def handle_message(server: Server, message: Any, session: ServerSession,
             envelope = parse_envelope(incoming.params)
         except MCPError as exc:
             return jsonrpc.error_from(request_id, exc)
-        if listen is not None and method == methods.SUBSCRIPTIONS_LISTEN:
-            refused = await listen(message, envelope)
-            if refused is None:
-                lock.lock(MODERN)
-            return refused
-        modern = requests.new_session(server, envelope, session.outbound, listen_supported=listen is not None,
+        modern = requests.new_session(server, envelope, session.outbound, listen_supported=False,
                                       in_flight=session.in_flight)
         response = await requests.serve(server, message, modern)
         _lock_on_success(lock, MODERN, response)

@@ -20,7 +20,6 @@ from mcp_protocol import methods
 from mcp_protocol.cancellation import CancelledError
 
 from . import NATIVE, mode
-from .scope import transport_scope
 
 if TYPE_CHECKING:
     from ..context import ServerContext
@@ -143,12 +142,11 @@ def operation_attributes(ctx: ServerContext, response: dict | None,
 
 def network_attributes(session: Any) -> dict[str, str]:
     """``network.*`` of a session: HTTP (over TCP) when its transport counts it against a
-    principal, which every HTTP request is; a pipe on stdio (its transport says so); nothing
+    principal, which every HTTP request is; a pipe on stdio (no listen stream there); nothing
     for a server called in process."""
     if session.principal_key is not None:
         return {"network.transport": "tcp", "network.protocol.name": "http"}
-    scope = transport_scope.get()
-    if scope is not None and scope.get("type") == "stdio":
+    if not session.listen_supported:
         return {"network.transport": "pipe"}
     return {}
 

@@ -15,11 +15,9 @@ from typing import IO, TYPE_CHECKING, Any
 from mcp_protocol import jsonrpc, methods
 
 from .. import hook_calls, logging_levels, telemetry
-from ..modern.era import MODERN, EraLock, handle_json
-from ..modern.listen_filter import LISTENABLE
+from ..modern.era import EraLock, handle_json
 from ..session import DEFAULT_REQUEST_TIMEOUT, ServerSession
 from ..telemetry import metrics
-from .stdio_listen import StdioListens
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -54,8 +52,8 @@ class StdioTransport:
         self.session = ServerSession(
             server, outbound=self, request_timeout=server_to_client_request_timeout
         )
-        # Listen subscriptions of a 2026-07-28 client (STDIO-08): they share stdout.
-        self.listens = StdioListens(server, self.session, self.send_message)
+        # stdio serves no subscriptions/listen stream (LSN-08, MOD-03).
+        self.session.listen_supported = False
         # One client per process, in one lifecycle: the first of either era locks it (MOD-13).
         self.era = EraLock()
         server.session = self.session
@@ -129,7 +127,7 @@ class StdioTransport:
     async def _answer(self, line: bytes) -> None:
         telemetry.transport_scope.set(STDIO_SCOPE)  # spans say network.transport=pipe
         try:
-            answer = await handle_json(self.server, line, self.session, self.era, self.listens.open)
+            answer = await handle_json(self.server, line, self.session, self.era)
         except Exception as exc:  # never let one message take the server down
             await self.server.report_exception_async(exc, {"transport": "stdio"})
             answer = jsonrpc.encode(jsonrpc.error_response(None, -32603, "Internal error"))
@@ -162,17 +160,11 @@ class StdioTransport:
         return self.send_message(message)
 
     def notify_resource_updated(self, uri: str) -> bool:
-        message = jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri})
-        if self.era.era == MODERN:
-            return self.listens.offer(message)
         if uri not in self.session.subscriptions:
             return False
-        return self.send_message(message)
+        return self.send_message(jsonrpc.notification(methods.NOTIFICATIONS_RESOURCES_UPDATED, {"uri": uri}))
 
     def broadcast(self, message: dict, *, level: str | None = None) -> bool:
-        if self.era.era == MODERN and message.get("method") in LISTENABLE:
-            # A 2026-07-28 client gets these only on the subscriptions that asked for them.
-            return self.listens.offer(message)
         if level is not None and not logging_levels.passes(level, self.session.log_level):
             return False
         return self.send_message(message)

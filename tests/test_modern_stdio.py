@@ -77,7 +77,7 @@ def test_errors_of_the_envelope_do_not_lock_the_connection():
         assert server.request("ping")["result"] == {}
 
 
-@pytest.mark.feature("LSN-08")
+@pytest.mark.feature("LSN-08", "STDIO-08")
 def test_subscriptions_listen_is_method_not_found_on_stdio():
     with modern_server() as server:
         answer = server.request("subscriptions/listen",

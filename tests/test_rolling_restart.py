@@ -210,6 +210,15 @@ async def test_the_drain_waits_for_requests_in_flight_and_cancels_them_past_its_
     assert endless.cancelled()
 
 
+async def test_a_request_counted_though_it_ended_does_not_hold_the_drain():
+    process = Drain()
+    ended = asyncio.ensure_future(asyncio.sleep(0))
+    await ended
+    process._requests.add(ended)  # a count gone wrong
+    await asyncio.wait_for(process.wait(timeout=3600), PATIENCE)
+    assert not process._requests
+
+
 class _StuckRuntime:
     """A runtime whose steps past the drain timeout never end (a store that hangs, say)."""
 

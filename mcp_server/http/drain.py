@@ -189,14 +189,12 @@ class Drain:
                     runtime.end_streams(RETRY_MS)
                 except Exception:
                     logger.exception("ending the streams failed")
+            # A task that ended is in flight no more, whatever its count says.
+            self._requests.difference_update([task for task in self._requests if task.done()])
             remaining = deadline - loop.time()
             if not self._requests or remaining <= 0:
                 return
-            running = {task for task in self._requests if not task.done()}
-            if running:
-                await asyncio.wait(running, timeout=min(STREAM_SWEEP, remaining))
-            else:  # counted though ended (a count gone wrong): only the deadline ends it
-                await asyncio.sleep(min(STREAM_SWEEP, remaining))
+            await asyncio.wait(set(self._requests), timeout=min(STREAM_SWEEP, remaining))
 
 
 async def _bounded(step: Awaitable[None], what: str) -> None:

@@ -82,7 +82,9 @@ class Fleet:
         self.workers: list[subprocess.Popen] = []
         self.generations: list[Generation] = []
         self.incidents: list[Incident] = []
-        self.kills: list[tuple[float, float]] = []  # (SIGKILL sent, worker ready again)
+        # When each SIGKILL was sent: noted at once, as a call the kill ends may end before the
+        # worker is ready again (a loaded machine takes its time to start one).
+        self.kills: list[float] = []
         self.problems: list[str] = []  # a process that would not stop or start: a failure
         self.restarts = 0
         self._web_gens: list[int] = []
@@ -168,6 +170,7 @@ class Fleet:
         generation = self._generation(old.pid)
         sent = time.monotonic()
         old.send_signal(signal.SIGKILL)
+        self.kills.append(sent)
         await asyncio.to_thread(old.wait, 15)
         generation.ended = "SIGKILL"
         self._worker_gens[slot] += 1
@@ -177,13 +180,12 @@ class Fleet:
             self.problems.append(str(exc)[:300])
             raise
         ready = time.monotonic()
-        self.kills.append((sent, ready))
         self.incidents.append(Incident(sent, f"celery worker {slot + 1}: SIGKILL, ready again "
                                              f"{ready - sent:.1f} s later"))
 
     def killed_during(self, start: float, end: float) -> bool:
         """A worker was killed while a call ran from ``start`` to ``end`` (its call may have died)."""
-        return any(start <= sent <= end for sent, _ready in self.kills)
+        return any(start <= sent <= end for sent in self.kills)
 
     # Both -------------------------------------------------------------------------------------------
     def _generation(self, pid: int) -> Generation:

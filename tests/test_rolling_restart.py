@@ -11,8 +11,12 @@ check, the refusal of requests while draining, the SIGTERM chain, and the checks
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -20,9 +24,12 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from mcp_server.http.drain import RETRY_MS, Drain, Draining, chain_sigterm
+from mcp_server.http import drain as drain_module
+from mcp_server.http.daphne import cancel_applications
+from mcp_server.http.drain import EXIT_STUCK, RETRY_MS, Drain, Draining, chain_sigterm
 from mcp_server.http.liveness import request_stopped
 
+from .harness import REPO
 from .http_cluster import (
     REDIS_HOST,
     REDIS_PORT,
@@ -201,6 +208,100 @@ async def test_the_drain_waits_for_requests_in_flight_and_cancels_them_past_its_
     await asyncio.sleep(0)
     await process.wait(timeout=0.1)
     assert endless.cancelled()
+
+
+async def test_a_request_counted_though_it_ended_does_not_hold_the_drain():
+    process = Drain()
+    ended = asyncio.ensure_future(asyncio.sleep(0))
+    await ended
+    process._requests.add(ended)  # a count gone wrong
+    await asyncio.wait_for(process.wait(timeout=3600), PATIENCE)
+    assert not process._requests
+
+
+class _StuckRuntime:
+    """A runtime whose steps past the drain timeout never end (a store that hangs, say)."""
+
+    def __init__(self) -> None:
+        self.streams_ended = 0
+
+    def end_streams(self, retry_ms: int) -> None:
+        self.streams_ended += 1
+
+    async def stop_requests(self) -> None:
+        await asyncio.Event().wait()
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_the_drain_ends_though_a_request_ignores_its_cancellation_and_its_steps_hang(monkeypatch):
+    monkeypatch.setattr(drain_module, "CANCEL_GRACE", 0.2)
+    process = Drain()
+    runtime = _StuckRuntime()
+    process.add_runtime(runtime)
+    cancelled, released = asyncio.Event(), asyncio.Event()
+
+    async def stubborn() -> None:
+        with process.serving():
+            while not released.is_set():
+                try:
+                    await released.wait()
+                except asyncio.CancelledError:
+                    cancelled.set()  # and it goes on
+
+    request = asyncio.ensure_future(stubborn())
+    await asyncio.sleep(0)
+    # Each step past the timeout is bounded: the drain ends, and counts the request no more.
+    await asyncio.wait_for(process.wait(timeout=0.1), PATIENCE)
+    assert cancelled.is_set() and not request.done() and runtime.streams_ended >= 1
+    assert not process._requests
+    released.set()
+    await request
+
+
+async def test_daphnes_application_instances_left_are_cancelled_within_a_bound(monkeypatch):
+    monkeypatch.setattr(drain_module, "CANCEL_GRACE", 0.2)
+
+    released = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not released.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await released.wait()
+
+    running, stubborn_one = asyncio.ensure_future(asyncio.Event().wait()), asyncio.ensure_future(stubborn())
+    done = asyncio.ensure_future(asyncio.sleep(0))
+    await asyncio.sleep(0.01)
+    # A kept-alive connection between requests has no instance (daphne reaped it): no KeyError.
+    connections = {"idle": {"connected": 1.0}, "done": {"application_instance": done},
+                   "running": {"application_instance": running},
+                   "stubborn": {"application_instance": stubborn_one}}
+    assert await asyncio.wait_for(cancel_applications(connections), PATIENCE) == 2
+    assert running.cancelled() and not stubborn_one.done()
+    released.set()
+    await stubborn_one
+
+
+def test_a_process_whose_drain_outlives_its_bound_exits_anyway():
+    # The event loop blocked past the drain timeout: nothing asynchronous can end the process.
+    script = """
+import asyncio, time
+import mcp_server.http.drain as drain_module
+
+drain_module.CANCEL_GRACE = drain_module.EXIT_MARGIN = 0.1
+
+async def main():
+    drain_module.Drain(exits=True).start(timeout=0.1)
+    time.sleep(3600)
+
+asyncio.run(main())
+"""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=PATIENCE)
+    assert result.returncode == EXIT_STUCK, result
+    assert "did not exit within 0.5 s of the start of its drain" in result.stderr, result.stderr
 
 
 async def test_sigterm_starts_the_drain_then_runs_the_servers_own_handler():

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import inspect
 import io
+import logging
 import sys
 from typing import Any
 
 from ..settings import mcp_settings
 from .send_window import MAX_BUFFERED_BYTES_KEY, SEND_WINDOW_KEY, SendWindow
+
+logger = logging.getLogger("mcp_server.http")
 
 
 def skip_daphne_form_parsing() -> None:
@@ -211,8 +214,9 @@ def drain_daphne_on_shutdown() -> None:
     stops accepting connections (idle ones are closed, as uvicorn closes them, and busy ones once
     their response is out, so that a load balancer sends what follows elsewhere), drains
     (streams end with a retry hint, calls finish, up to ``DRAIN_TIMEOUT``), and only then cancels
-    what is left; Twisted waits for the Deferred it returns. Call it from the project's ASGI
-    module; it does nothing when daphne is not the server.
+    what is left (:func:`cancel_applications`); Twisted waits for the Deferred it returns. A drain
+    that fails is logged (daphne sends Twisted's own log nowhere below ``-v 2``) and the shutdown
+    goes on. Call it from the project's ASGI module; it does nothing when daphne is not the server.
     """
     server_module = sys.modules.get("daphne.server")
     protocol_module = sys.modules.get("daphne.http_protocol")
@@ -224,7 +228,6 @@ def drain_daphne_on_shutdown() -> None:
     from .drain import drain
 
     server_class = server_module.Server
-    kill_all_applications = server_class.kill_all_applications
     listen_success = server_class.listen_success
     factory_class = protocol_module.HTTPFactory
     build_protocol = factory_class.buildProtocol
@@ -256,10 +259,16 @@ def drain_daphne_on_shutdown() -> None:
                 elif channel.transport is not None:
                     channel.transport.loseConnection()
 
+        def failed(failure: Any) -> None:
+            logger.error("the drain failed; the shutdown goes on",
+                         exc_info=(failure.type, failure.value, failure.getTracebackObject()))
+
         drain.on_start(stop_accepting)
         drained = defer.Deferred.fromFuture(asyncio.ensure_future(drain.wait()))
-        drained.addErrback(lambda failure: failure.printTraceback())
-        drained.addCallback(lambda _: kill_all_applications(self))
+        drained.addErrback(failed)
+        drained.addCallback(lambda _: defer.Deferred.fromFuture(asyncio.ensure_future(
+            cancel_applications(self.connections))))
+        drained.addErrback(failed)
         return drained
 
     factory_class.buildProtocol = remember_connection
@@ -274,3 +283,28 @@ def drain_daphne_on_shutdown() -> None:
             super().process()
 
     protocol_module.WebRequest = WebRequest
+
+
+async def cancel_applications(connections: dict[Any, dict]) -> int:
+    """Cancel the application instances of daphne's ``connections`` still running (after the
+    drain), and wait up to ``CANCEL_GRACE`` seconds for them to end; returns how many there were.
+
+    daphne's own ``kill_all_applications`` is not used: it fails (KeyError) on a connection whose
+    instance it already reaped (a kept-alive connection between requests), and waits without a
+    bound for instances that do not end when cancelled.
+    """
+    import asyncio
+
+    from .drain import CANCEL_GRACE
+
+    left = [details.get("application_instance") for details in list(connections.values())]
+    running = [instance for instance in left if instance is not None and not instance.done()]
+    for instance in running:
+        instance.cancel()
+    if running:
+        _done, pending = await asyncio.wait(running, timeout=CANCEL_GRACE)
+        if pending:
+            logger.warning("%d application instances did not end within %g s of their cancellation",
+                           len(pending), CANCEL_GRACE)
+    logger.info("cancelled %d application instances left after the drain", len(running))
+    return len(running)

@@ -14,6 +14,13 @@ On :meth:`Drain.start` the process:
    "server process stopped" error (stored, so a client resuming anywhere gets it) and its id is
    freed; then its runtime stops (its heartbeat and claims go) and the server exits.
 
+Every step past the timeout is bounded (``CANCEL_GRACE`` each), and a drain that fails is logged
+and ends as one that timed out. Behind that, the process's drain (:data:`drain`, not a
+``Drain()`` of a test) arms an exit deadline as it starts: a process that has still not exited
+``EXIT_MARGIN`` seconds after the drain timeout and those steps (a request that ignores its
+cancellation, a server's shutdown that hangs, an event loop blocked) says so on stderr and exits
+with status 1, so that a deploy never waits on it forever.
+
 Which server asked: daphne calls :meth:`Drain.wait` from its shutdown (``daphne.py``); under
 uvicorn (or any server with an ASGI lifespan and a Python SIGTERM handler), the lifespan startup
 calls :func:`chain_sigterm`, which starts the drain and then runs the server's own handler (which
@@ -26,7 +33,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
@@ -40,8 +49,13 @@ logger = logging.getLogger("mcp_server.http")
 # accepting connections).
 RETRY_MS = 1000
 STREAM_SWEEP = 0.5
-# Seconds requests cancelled past the drain timeout get to run their clean-up (release their ids).
+# Seconds each step past the drain timeout may take: answering the requests left, their clean-up
+# once cancelled (they release their ids), stopping the runtimes.
 CANCEL_GRACE = 5.0
+# Seconds past the drain timeout and those steps after which a server process that has not exited
+# exits anyway (exit_after).
+EXIT_MARGIN = 10.0
+EXIT_STUCK = 1  # its exit status then
 
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
@@ -63,7 +77,9 @@ class Drainable(Protocol):
 class Drain:
     """This process's drain: its state, the requests in flight, and the runtimes to drain."""
 
-    def __init__(self) -> None:
+    def __init__(self, exits: bool = False) -> None:
+        """``exits``: the process's own drain, which ends the process if it outlives its bound."""
+        self.exits = exits
         self.draining = False
         self._requests: set[asyncio.Task] = set()
         self._runtimes: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -103,57 +119,95 @@ class Drain:
         """Begin draining (once; later calls return the same task) on the running loop."""
         if self._task is None:
             self.draining = True
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(mcp_settings.DRAIN_TIMEOUT if timeout is None else timeout), name="mcp-drain")
+            timeout = mcp_settings.DRAIN_TIMEOUT if timeout is None else timeout
+            if self.exits:
+                self._exit_after(timeout)
+            self._task = asyncio.get_running_loop().create_task(self._run(timeout), name="mcp-drain")
         return self._task
 
     async def wait(self, timeout: float | None = None) -> None:
         """Drain (starting it if need be) and return once done."""
         await asyncio.shield(self.start(timeout))
 
+    def _exit_after(self, timeout: float) -> threading.Timer:
+        """Exit the process (status ``EXIT_STUCK``) if it still runs once the drain's ``timeout``,
+        each step past it and ``EXIT_MARGIN`` are over: a thread of its own, so that a blocked
+        event loop cannot hold it off."""
+        bound = timeout + 3 * CANCEL_GRACE + EXIT_MARGIN
+
+        def stuck() -> None:
+            # Straight to stderr: a logging handler's lock may be held by what hangs.
+            os.write(2, (f"mcp_server: this process did not exit within {bound:g} s of the start "
+                         f"of its drain ({len(self._requests)} requests still counted in flight): "
+                         "exiting now\n").encode())
+            os._exit(EXIT_STUCK)
+
+        timer = threading.Timer(bound, stuck)
+        timer.daemon = True
+        timer.name = "mcp-drain-exit"
+        timer.start()
+        return timer
+
     async def _run(self, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         logger.info("draining: %d requests in flight, up to %g s", len(self._requests), timeout)
+        runtimes = list(self._runtimes)
+        try:
+            await self._wait_for_requests(runtimes, deadline)
+        except Exception:  # a bug here must not keep the process from ending: on to the timeout's path
+            logger.exception("draining failed: ending what is left as past the drain timeout")
+        left = set(self._requests)
+        if left:
+            logger.warning("drain timeout (%g s) passed with %d requests in flight: they end as "
+                           "a process death ends them", timeout, len(left))
+            for runtime in runtimes:
+                await _bounded(runtime.stop_requests(), "answering the requests left")
+            for task in left:
+                task.cancel()
+            await asyncio.wait(left, timeout=CANCEL_GRACE)
+            # A request whose task ended (or ignored its cancellation) counts no more, whatever
+            # its clean-up did.
+            self._requests.difference_update(left)
+        for runtime in runtimes:
+            await _bounded(runtime.close(), "stopping the runtime")
+        logger.info("drained")
+
+    async def _wait_for_requests(self, runtimes: list[Any], deadline: float) -> None:
+        loop = asyncio.get_running_loop()
         for stop_accepting in self._stop_accepting:
             try:
                 stop_accepting()
             except Exception:
                 logger.exception("stopping accepting connections failed")
-        runtimes = list(self._runtimes)
         # Requests in flight finish; the streams ended leave as soon as their hint is out. Streams
         # are ended again every STREAM_SWEEP seconds: a GET that was being opened as the drain
-        # began registers its stream only afterwards.
+        # began registers its stream only afterwards. The deadline alone ends the wait.
         while True:
             for runtime in runtimes:
                 try:
                     runtime.end_streams(RETRY_MS)
                 except Exception:
                     logger.exception("ending the streams failed")
-            if not self._requests or loop.time() >= deadline:
-                break
-            await asyncio.wait(set(self._requests), timeout=min(STREAM_SWEEP, deadline - loop.time()))
-        left = set(self._requests)
-        if left:
-            logger.warning("drain timeout (%g s) passed with %d requests in flight: they end as "
-                           "a process death ends them", timeout, len(left))
-            for runtime in runtimes:
-                try:
-                    await runtime.stop_requests()
-                except Exception:  # a store that failed: their streams learn of it as of a death
-                    logger.exception("answering the requests left failed")
-            for task in left:
-                task.cancel()
-            await asyncio.wait(left, timeout=CANCEL_GRACE)
-        for runtime in runtimes:
-            try:
-                await runtime.close()
-            except Exception:
-                logger.exception("stopping the runtime failed")
-        logger.info("drained")
+            # A task that ended is in flight no more, whatever its count says.
+            self._requests.difference_update([task for task in self._requests if task.done()])
+            remaining = deadline - loop.time()
+            if not self._requests or remaining <= 0:
+                return
+            await asyncio.wait(set(self._requests), timeout=min(STREAM_SWEEP, remaining))
 
 
-drain = Drain()
+async def _bounded(step: Awaitable[None], what: str) -> None:
+    """One step past the drain timeout, for up to CANCEL_GRACE seconds; its failure logged."""
+    try:
+        await asyncio.wait_for(step, CANCEL_GRACE)
+    except TimeoutError:
+        logger.error("%s took more than %g s: given up", what, CANCEL_GRACE)
+    except Exception:  # a store that failed: the streams learn of it as of a death
+        logger.exception("%s failed", what)
+
+
+drain = Drain(exits=True)
 
 
 # Under a server with an ASGI lifespan (uvicorn) --------------------------------------------------
@@ -214,6 +268,9 @@ class Draining:
             return
         # What serving() does, inline: this runs for every request.
         requests, task = self.drain._requests, asyncio.current_task()
+        if task is None:  # not run by a task (no ASGI server does that): nothing to count
+            await self.app(scope, receive, send)
+            return
         requests.add(task)
         try:
             await self.app(scope, receive, send)

@@ -34,6 +34,7 @@ LOGGER_NAMES = (
     "mcp_server.http",
     "mcp_server.registry",
     "mcp_server.requests",
+    "mcp_server.skills",
     "mcp_server.tasks",
     "mcp_client",
 )

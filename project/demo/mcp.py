@@ -21,6 +21,9 @@ from mcp_server import (
     ToolResponse,
 )
 from mcp_server.elicitation import EnumSchema
+from mcp_server.expose import viewset_tools
+
+from .api import TicketViewSet
 
 
 @mcp_server.tool(annotations={"read_only_hint": True, "destructive_hint": False})
@@ -220,3 +223,10 @@ def user_profile(user_id: str) -> mcp_server.TextContents:
     profile = {"id": user_id, "name": f"User {user_id}"}
     return mcp_server.TextContents(uri=f"demo://users/{user_id}/profile", text=json.dumps(profile),
                                    mime_type="application/json")
+
+
+# The tickets' REST API (project/demo/api.py) as tools: ticket_list, ticket_retrieve, ... each runs
+# the ViewSet's own permissions, throttle, FilterSet and pagination, as the caller's Django user.
+for ticket_tool in viewset_tools(TicketViewSet, prefix="ticket", actions=[
+        "list", "retrieve", "create", "partial_update", "destroy", "close"]):
+    mcp_server.register(ticket_tool)

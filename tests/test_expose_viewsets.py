@@ -8,18 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import django_filters
 import httpx2
 import jsonschema
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 from django.core.cache.backends.locmem import LocMemCache
+from django_filters.rest_framework import DjangoFilterBackend
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from rest_framework import mixins, serializers, viewsets
 
 from mcp_server import Server
 from mcp_server.auth import Principal
 from mcp_server.expose import viewset_tools
 from project.demo.api import TicketSerializer, TicketThrottle, TicketViewSet
+from project.demo.models import Ticket
 
 from .http_support import running
 from .test_http_interop import WireTap
@@ -36,7 +41,8 @@ def build_server() -> Server:
 
 
 def tool_entries() -> dict[str, dict]:
-    return {tool.name: tool.to_dict() for tool in viewset_tools(TicketViewSet, prefix="ticket", actions=ACTIONS)}
+    tools = viewset_tools(TicketViewSet, prefix="ticket", actions=ACTIONS)
+    return {tool.name: tool.to_dict() for tool in tools}
 
 
 # Schemas ------------------------------------------------------------------------------------------
@@ -94,6 +100,119 @@ def test_the_schemas_are_json_schema_and_say_what_the_serializer_does():
         assert hints[name]["destructiveHint"] and not hints[name]["readOnlyHint"], name
 
 
+class Note(serializers.Serializer):
+    note = serializers.CharField(max_length=10)
+
+
+class Everything(serializers.Serializer):
+    """One field of each kind the schemas know."""
+
+    flag = serializers.BooleanField()
+    count = serializers.IntegerField(min_value=0, required=False, default=1)
+    ratio = serializers.FloatField(allow_null=True)
+    price = serializers.DecimalField(max_digits=6, decimal_places=2)
+    when = serializers.DateTimeField()
+    day = serializers.DateField()
+    email = serializers.EmailField()
+    ident = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=[("a", "A"), ("b", "B")], allow_null=True)
+    tags = serializers.MultipleChoiceField(choices=["x", "y"])
+    numbers = serializers.ListField(child=serializers.IntegerField())
+    extra = serializers.DictField(child=serializers.CharField())
+    data = serializers.JSONField()
+    detail = Note()
+    notes = Note(many=True)
+    secret = serializers.CharField(write_only=True)
+    computed = serializers.SerializerMethodField()
+    user = serializers.HiddenField(default=serializers.CurrentUserDefault())
+    made = serializers.DateTimeField(read_only=True)
+
+    def get_computed(self, obj: Any) -> int:
+        return 1
+
+
+class EverythingViewSet(mixins.CreateModelMixin, viewsets.GenericViewSet):
+    serializer_class = Everything
+
+
+class TicketSieve(django_filters.FilterSet):
+    priority__in = django_filters.BaseInFilter(field_name="priority", lookup_expr="in")
+    numbers = django_filters.NumberFilter(field_name="priority")
+    statuses = django_filters.MultipleChoiceFilter(field_name="status", choices=Ticket.Status.choices)
+    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    owner = django_filters.ModelChoiceFilter(queryset=get_user_model().objects.all())
+
+    class Meta:
+        model = Ticket
+        fields: list[str] = []
+
+
+class SievedTickets(viewsets.ReadOnlyModelViewSet):
+    queryset = Ticket.objects.all()
+    serializer_class = TicketSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = TicketSieve
+    pagination_class = None
+
+
+class TicketsByField(SievedTickets):
+    filterset_class = None
+    filterset_fields = ["status", "owner"]
+    lookup_field = "title"
+
+
+def test_each_kind_of_serializer_field_has_its_schema():
+    [create] = viewset_tools(EverythingViewSet, prefix="everything", actions=["create"])
+    entry = create.to_dict()
+    jsonschema.Draft202012Validator.check_schema(entry["inputSchema"])
+    jsonschema.Draft202012Validator.check_schema(entry["outputSchema"])
+    given = entry["inputSchema"]["properties"]
+    assert list(given) == ["flag", "count", "ratio", "price", "when", "day", "email", "ident", "kind",
+                           "tags", "numbers", "extra", "data", "detail", "notes", "secret"]
+    assert entry["inputSchema"]["required"] == [name for name in given if name != "count"]
+    assert given["flag"] == {"type": "boolean", "title": "Flag"}
+    assert given["count"] == {"type": "integer", "minimum": 0, "title": "Count", "default": 1}
+    assert given["ratio"]["type"] == ["number", "null"]
+    assert given["price"]["type"] == ["number", "string"]
+    assert given["when"]["format"] == "date-time" and given["day"]["format"] == "date"
+    assert given["email"]["format"] == "email" and given["ident"]["format"] == "uuid"
+    assert given["kind"]["type"] == ["string", "null"] and given["kind"]["enum"] == ["a", "b", None]
+    assert given["tags"]["items"] == {"type": "string", "enum": ["x", "y"]}
+    assert given["numbers"]["items"] == {"type": "integer"}
+    assert given["extra"]["additionalProperties"] == {"type": "string"}
+    assert "type" not in given["data"]
+    assert given["detail"]["properties"]["note"] == {"type": "string", "maxLength": 10, "title": "Note"}
+    assert given["notes"]["type"] == "array" and given["notes"]["items"]["required"] == ["note"]
+    shown = entry["outputSchema"]["properties"]
+    assert "secret" not in shown and "user" not in shown and "user" not in given
+    assert shown["price"]["type"] == "string" and "type" not in shown["computed"]
+    assert shown["made"]["format"] == "date-time" and "made" not in given
+    valid = {"flag": True, "ratio": None, "price": "1.50", "when": "2026-01-01T00:00:00Z",
+             "day": "2026-01-01", "email": "a@example.com", "ident": "0" * 32, "kind": None,
+             "tags": ["x"], "numbers": [1],
+             "extra": {"k": "v"}, "data": [1, {"a": 2}], "detail": {"note": "n"}, "notes": [], "secret": "s"}
+    assert create.input_schema.errors(valid) == []
+    assert create.input_schema.errors({**valid, "kind": "c"}) != []
+
+
+def test_each_kind_of_filter_has_its_schema_and_goes_into_the_query_as_django_filter_reads_it():
+    [listing, retrieve] = viewset_tools(SievedTickets, prefix="sieved", actions=["list", "retrieve"])
+    arguments = listing.to_dict()["inputSchema"]["properties"]
+    assert list(arguments) == ["priority__in", "numbers", "statuses", "since", "owner"]  # no cursor
+    assert arguments["priority__in"]["type"] == "array"
+    assert arguments["statuses"]["items"] == {"type": "string", "enum": ["open", "closed"]}
+    assert arguments["since"]["format"] == "date-time"
+    assert arguments["owner"]["type"] == "integer"
+    assert listing.handler._query({"priority__in": [1, 2], "statuses": ["open", "closed"], "owner": 3}) == [
+        ("priority__in", "1,2"), ("statuses", "open"), ("statuses", "closed"), ("owner", "3")]
+    assert retrieve.to_dict()["inputSchema"]["properties"]["pk"]["type"] == "integer"
+    [listing, retrieve] = viewset_tools(TicketsByField, prefix="by_field", actions=["list", "retrieve"])
+    arguments = listing.to_dict()["inputSchema"]["properties"]
+    assert arguments["status"]["enum"] == ["open", "closed"] and arguments["owner"]["type"] == "integer"
+    assert retrieve.to_dict()["inputSchema"]["required"] == ["title"]
+    assert retrieve.to_dict()["inputSchema"]["properties"]["title"]["type"] == "string"
+
+
 @pytest.mark.parametrize("actions, message", [
     (["list", "archive"], "has no action 'archive'"),
     ("list", "must be a list"),
@@ -116,8 +235,6 @@ def test_only_viewsets_are_taken():
 def tickets(make_client, monkeypatch, short_lived_connections, transactional_db):
     """A server with the ticket tools, a client of it, and two users; the throttle counts in a
     cache of this test alone."""
-    from django.contrib.auth import get_user_model
-
     monkeypatch.setattr(TicketThrottle, "cache", LocMemCache("tickets-under-test", {}))
     users = get_user_model().objects
     server = build_server()
@@ -158,7 +275,8 @@ def test_an_allowed_user_lists_filters_pages_creates_and_updates(tickets):
     assert second["next_cursor"] is None
 
     urgent = structured(client, "ticket_list", priority__lte=2)
-    assert sorted(t["title"] for t in urgent["results"]) == ["Printer 0", "Printer 1", "Printer 5", "Printer 6"]
+    assert sorted(t["title"] for t in urgent["results"]) == [
+        "Printer 0", "Printer 1", "Printer 5", "Printer 6"]
     assert [t["title"] for t in structured(client, "ticket_list", search="jam")["results"]] == ["Printer 3"]
     by_priority = structured(client, "ticket_list", ordering="priority", priority__gte=4)["results"]
     assert [t["priority"] for t in by_priority] == [4, 5]
@@ -168,7 +286,8 @@ def test_an_allowed_user_lists_filters_pages_creates_and_updates(tickets):
     assert structured(client, "ticket_retrieve", pk=made[2]["id"]) == changed
     replaced = structured(client, "ticket_update", pk=made[4]["id"], title="Scanner", priority=2)
     assert replaced["title"] == "Scanner" and replaced["body"] == ""
-    assert [t["title"] for t in structured(client, "ticket_list", status="closed")["results"]] == ["Printer 2"]
+    closed_ones = structured(client, "ticket_list", status="closed")["results"]
+    assert [t["title"] for t in closed_ones] == ["Printer 2"]
     assert structured(client, "ticket_list", mine=False)["results"] == []
     closed = call(client, "ticket_close", pk=made[0]["id"])
     assert closed["isError"] is False and closed["structuredContent"]["status"] == "closed"
@@ -228,7 +347,6 @@ def daphne(django_db_setup, django_db_blocker):
 
 
 def tokens() -> dict[str, str]:
-    from django.contrib.auth import get_user_model
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
@@ -269,7 +387,8 @@ async def test_the_official_python_client_uses_the_ticket_tools_in_either_era(da
                 assert legacy.protocol_version == "2025-11-25"
                 read = await legacy.call_tool("ticket_retrieve", {"pk": ticket["id"]})
                 assert read.is_error is False and read.structured_content["title"] == "Over HTTP"
-                refused = await legacy.call_tool("ticket_partial_update", {"pk": ticket["id"], "title": "Mine"})
+                refused = await legacy.call_tool("ticket_partial_update",
+                                                 {"pk": ticket["id"], "title": "Mine"})
                 assert refused.is_error is True
                 assert refused.content[0].text == "permission denied: only the ticket's owner may change it"
     finally:

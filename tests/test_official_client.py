@@ -72,7 +72,9 @@ async def test_official_client_uses_the_demo_server_over_stdio(tmp_path):
 
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert set(tools) == {"echo", "add", "slow_count", "confirm_action", "arrange_meeting",
-                                  "delete_note", "diagnose", "count_in_background"}
+                                  "delete_note", "diagnose", "count_in_background", "ticket_list",
+                                  "ticket_retrieve", "ticket_create", "ticket_partial_update",
+                                  "ticket_destroy", "ticket_close"}
             assert tools["add"].output_schema["properties"] == {"sum": {"type": "number"}}
             echoed = await session.call_tool("echo", {"message": "héllo ✓"})
             assert echoed.is_error is False

@@ -11,7 +11,7 @@ from typing import Any
 from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.settings import api_settings
 
-from .drf_schema import key_schema
+from .drf_schema import enum_schema, key_schema
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ def _filterset_parameters(backend: Any, view: Any, queryset: Any) -> list[QueryP
 
 def _filter_schema(declared: Any, django_filters: Any) -> tuple[dict, Callable[[Any], list[str]]]:
     filters = django_filters.filters
+    if isinstance(declared, filters.ModelMultipleChoiceFilter):
+        return {"type": "array", "items": _related_key(declared)}, _repeated
     if isinstance(declared, filters.MultipleChoiceFilter):
         return {"type": "array", "items": _choices(declared)}, _repeated
     scalar = _scalar_schema(declared, filters)
@@ -92,7 +94,10 @@ def _filter_schema(declared: Any, django_filters: Any) -> tuple[dict, Callable[[
 
 
 def _scalar_schema(declared: Any, filters: Any) -> dict[str, Any]:
-    # A NumberInFilter is a NumberFilter too: its items get the number's schema.
+    # A NumberInFilter is a NumberFilter too: its items get the number's schema. A
+    # ModelChoiceFilter is a ChoiceFilter whose choices are its queryset's keys.
+    if isinstance(declared, filters.ModelChoiceFilter):
+        return _related_key(declared)
     if isinstance(declared, filters.ChoiceFilter):
         return _choices(declared)
     if isinstance(declared, filters.BooleanFilter):
@@ -103,10 +108,24 @@ def _scalar_schema(declared: Any, filters: Any) -> dict[str, Any]:
                               (filters.TimeFilter, "time"), (filters.UUIDFilter, "uuid")):
         if isinstance(declared, kind):
             return {"type": "string", "format": format_name}
-    if isinstance(declared, filters.ModelChoiceFilter):
-        related = getattr(declared.extra.get("queryset"), "model", None)
-        return key_schema(related._meta.pk if related is not None else None)
     return {"type": "string"}
+
+
+def _related_key(declared: Any) -> dict[str, Any]:
+    queryset = declared.extra.get("queryset")
+    related = getattr(queryset, "model", None)
+    if related is None:  # a callable queryset, or one from the model field: the field knows
+        model_field = _model_field_of(declared)
+        related = getattr(getattr(model_field, "remote_field", None), "model", None)
+    return key_schema(related._meta.pk if related is not None else None)
+
+
+def _model_field_of(declared: Any) -> Any:
+    model = getattr(getattr(declared, "parent", None), "_meta", None)
+    try:
+        return model.model._meta.get_field(declared.field_name) if model is not None else None
+    except Exception:  # a related path (owner__team), not a field of the model
+        return None
 
 
 def _choices(declared: Any) -> dict[str, Any]:
@@ -114,4 +133,4 @@ def _choices(declared: Any) -> dict[str, Any]:
     if callable(choices):
         choices = choices()
     values = [str(value) for value, _label in (choices or []) if value not in ("", None)]
-    return {"enum": values} if values else {"type": "string"}
+    return enum_schema(values) if values else {"type": "string"}

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
-from rest_framework import fields as drf, relations, serializers
+from rest_framework import fields as drf
+from rest_framework import relations, serializers
+from rest_framework.settings import api_settings
 
 # Order matters: subclasses before the classes they extend (EmailField is a CharField).
 _FORMATS: tuple[tuple[type, str], ...] = (
@@ -33,7 +35,7 @@ def serializer_properties(serializer: serializers.BaseSerializer, *, write: bool
     for name, field in serializer.fields.items():
         if isinstance(field, drf.HiddenField):
             continue  # set by the serializer itself, never given nor shown
-        if write and field.read_only or not write and field.write_only:
+        if (write and field.read_only) or (not write and field.write_only):
             continue
         properties[name] = field_schema(field, write=write, name=name)
         if write and field.required and not partial:
@@ -73,23 +75,26 @@ def _typed(field: drf.Field, *, write: bool, name: str) -> dict[str, Any]:
     if isinstance(field, relations.ManyRelatedField):
         return {"type": "array", "items": _typed(field.child_relation, write=write, name=name)}
     if isinstance(field, drf.MultipleChoiceField):
-        return {"type": "array", "items": {"enum": _choice_values(field)}, "uniqueItems": True}
+        return {"type": "array", "items": enum_schema(_choice_values(field)), "uniqueItems": True}
     if isinstance(field, drf.ChoiceField):  # FilePathField too
         values = _choice_values(field)
         if getattr(field, "allow_blank", False) and "" not in values:
             values.append("")
-        return {"enum": values}
+        return enum_schema(values)
     if isinstance(field, drf.BooleanField):
         return {"type": "boolean"}
+    if isinstance(field, drf.DecimalField):
+        # Given as a number or its text; given back as the field and COERCE_DECIMAL_TO_STRING say.
+        coerced = getattr(field, "coerce_to_string", api_settings.COERCE_DECIMAL_TO_STRING)
+        return {"type": ["number", "string"] if write else ("string" if coerced else "number")}
     if isinstance(field, drf.IntegerField):
+        big = getattr(drf, "BigIntegerField", None)  # DRF 3.16: given back as text if so set
+        if not write and big is not None and isinstance(field, big) and getattr(
+                field, "coerce_to_string", api_settings.COERCE_BIGINT_TO_STRING):
+            return {"type": "string"}
         return _bounded({"type": "integer"}, field)
     if isinstance(field, drf.FloatField):
         return _bounded({"type": "number"}, field)
-    if isinstance(field, drf.DecimalField):
-        # Given as a number or its text; given back as text unless the field says otherwise.
-        coerce = field.coerce_to_string if field.coerce_to_string is not None else True
-        kind: Any = ["number", "string"] if write else ("string" if coerce else "number")
-        return {"type": kind}
     if isinstance(field, drf.FileField):  # ImageField too
         if write:
             raise ValueError(f"the writable file field {name!r} cannot be given as a tool argument: "
@@ -133,6 +138,24 @@ def key_schema(model_field: models.Field | None) -> dict[str, Any]:
     return {"type": "string"}
 
 
+def enum_schema(values: list[Any]) -> dict[str, Any]:
+    """An ``enum``, typed when its values are all of one JSON type (clients read the type)."""
+    kinds = {_json_type(value) for value in values}
+    if len(kinds) == 1 and None not in kinds:
+        return {"type": kinds.pop(), "enum": values}
+    return {"enum": values}
+
+
+def _json_type(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
 def _key_of(queryset: Any) -> dict[str, Any]:
     model = getattr(queryset, "model", None)
     return key_schema(model._meta.pk if model is not None else None)
@@ -156,5 +179,5 @@ def _allow_null(schema: dict[str, Any]) -> None:
         schema["type"] = [kind, "null"]
     elif isinstance(kind, list) and "null" not in kind:
         schema["type"] = [*kind, "null"]
-    elif "enum" in schema and None not in schema["enum"]:
+    if "enum" in schema and None not in schema["enum"]:
         schema["enum"] = [*schema["enum"], None]

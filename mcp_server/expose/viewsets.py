@@ -24,9 +24,13 @@ from .drf_filters import QueryParameter, query_parameters
 from .drf_schema import key_schema, object_schema, serializer_properties
 
 # action: (HTTP method, detail, annotations)
-_READ = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
-_CREATE = {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False, "open_world_hint": False}
-_CHANGE = {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True, "open_world_hint": False}
+# The ViewSet works on the project's own database: a closed world.
+_READ = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True,
+         "open_world_hint": False}
+_CREATE = {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False,
+           "open_world_hint": False}
+_CHANGE = {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True,
+           "open_world_hint": False}
 _STANDARD: dict[str, tuple[str, bool, dict]] = {
     "list": ("get", False, _READ),
     "retrieve": ("get", True, _READ),

@@ -29,13 +29,17 @@ from ..primitives.tool_response import ToolResponse
 # ALLOWED_HOSTS; links the view builds (a paginator's next page) name this host, and only their
 # query string is used.
 HOST = "mcp.invalid"
+# The client address the view sees: the MCP request's own is not handed down this far. Not
+# loopback, which a project may trust (INTERNAL_IPS, an address allowlist), but TEST-NET-1
+# (RFC 5737), an address of nobody.
+REMOTE_ADDR = "192.0.2.1"
 
 
 class ToolRequest(HttpRequest):
     """An ``HttpRequest`` made for a tool call rather than read from a socket."""
 
     def __init__(self, method: str, path: str, query: list[tuple[str, str]], body: Any, user: Any,
-                 remote_addr: str = "127.0.0.1"):
+                 remote_addr: str = REMOTE_ADDR):
         super().__init__()
         self.method = method.upper()
         self.path = self.path_info = path

@@ -19,6 +19,9 @@ from django_filters.rest_framework import DjangoFilterBackend
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
 
 from mcp_server import Server
 from mcp_server.auth import Principal
@@ -335,6 +338,38 @@ def test_an_invalid_body_is_a_tool_error_naming_the_field(tickets):
     # What the schema says is refused before the ViewSet runs.
     assert "priority" in error_text(call(client, "ticket_create", title="ok", priority=9))
     assert structured(client, "ticket_list")["results"] == []
+
+
+class Burn(serializers.Serializer):
+    title = serializers.CharField()
+
+
+class BurningTickets(TicketViewSet):
+    throttle_classes: list = []
+
+    @action(detail=False, methods=["get", "post"], serializer_class=Burn)
+    def burn(self, request: Any) -> Response:
+        """Write a ticket, then refuse: what ATOMIC_REQUESTS undoes."""
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        Ticket.objects.create(title=serializer.validated_data["title"], owner=request.user)
+        raise ValidationError({"title": ["burnt"]})
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_refused_call_is_rolled_back_where_atomic_requests_says(tickets, monkeypatch, atomic):
+    from django.db import connection
+
+    server, client, alice, _bob = tickets
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", atomic)
+    [burn] = viewset_tools(BurningTickets, prefix="burning", actions=["burn:post"])
+    assert burn.name == "burning_burn_post" and burn.input_schema.required == ["title"]
+    server.add_tool(burn)
+    server.session.act_for(Principal(user=alice))
+    assert error_text(call(client, "burning_burn_post", title="Kept?")) == "invalid input: title: burnt"
+    assert Ticket.objects.filter(title="Kept?").exists() is not atomic
+    with pytest.raises(ValueError, match="answers GET, POST: name one"):
+        viewset_tools(BurningTickets, prefix="burning", actions=["burn"])
 
 
 # Over HTTP, with the official Python SDK ------------------------------------------------------------

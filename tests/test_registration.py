@@ -101,7 +101,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         server.initialize()
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
         assert names == ["echo", "add", "slow_count", "confirm_action", "arrange_meeting", "delete_note",
-                         "diagnose", "count_in_background", "sleepy", "announce",
+                         "diagnose", "count_in_background", "close_tickets", "query_records", "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "task_job",
                          "where_am_i", "background_meeting", "background_confirm_action",

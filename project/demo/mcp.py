@@ -21,6 +21,10 @@ from mcp_server import (
     ToolResponse,
 )
 from mcp_server.elicitation import EnumSchema
+from mcp_server.expose import QueryPolicy, admin_action_tools, model_query_tool
+
+from . import admin as _admin  # noqa: F401 - registers the Ticket admin, whose action is a tool
+from .models import Ticket
 
 
 @mcp_server.tool(annotations={"read_only_hint": True, "destructive_hint": False})
@@ -220,3 +224,20 @@ def user_profile(user_id: str) -> mcp_server.TextContents:
     profile = {"id": user_id, "name": f"User {user_id}"}
     return mcp_server.TextContents(uri=f"demo://users/{user_id}/profile", text=json.dumps(profile),
                                    mime_type="application/json")
+
+
+# Django code as tools (docs/django_tools.md). The ticket admin's "close the selected tickets"
+# action, for staff who may change tickets; and read-only queries of tickets, for users who may
+# view them, within what the policy lists (the body is fenced as untrusted text in results).
+for _action in admin_action_tools(Ticket, actions=["close_tickets"]):
+    mcp_server.register(_action)
+
+mcp_server.register(model_query_tool({Ticket: QueryPolicy(
+    fields=["id", "title", "body", "status", "priority", "owner", "created_at"],
+    filter_fields={"status": ["exact", "in"], "priority": ["exact", "lte", "gte"],
+                   "title": ["icontains"], "owner": ["exact", "isnull"],
+                   "created_at": ["gte", "lt"]},
+    ordering=["priority", "created_at", "id"],
+    aggregates=["count", "sum", "avg", "min", "max"],
+    group_by=["status", "priority", "owner"],
+)}, name="query_records"))

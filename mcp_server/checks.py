@@ -356,7 +356,8 @@ def check_query_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
     cache = mcp_settings.QUERY_BUDGET_CACHE
     if not isinstance(cache, str) or cache not in settings.CACHES:
         errors.append(checks.Error(f"MCP_SERVER['QUERY_BUDGET_CACHE'] names a cache of CACHES, and "
-                                   f"{cache!r} is none of {', '.join(settings.CACHES)}", id="mcp_server.E110"))
+                                   f"{cache!r} is none of {', '.join(settings.CACHES)}",
+                                   id="mcp_server.E110"))
     alias = mcp_settings.QUERY_DATABASE
     if alias is not None and (not isinstance(alias, str) or alias not in settings.DATABASES):
         errors.append(checks.Error(f"MCP_SERVER['QUERY_DATABASE'] names a database of DATABASES, and "

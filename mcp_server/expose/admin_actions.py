@@ -217,7 +217,6 @@ class _ActionRunner:
 
     def _result(self, selected: list, ids: list | None, messages: list[dict],
                 response: dict | None) -> Any:
-        from ..primitives.tool_response import ToolResponse
 
         found = {str(pk) for pk in selected}
         report: dict[str, Any] = {

@@ -46,7 +46,7 @@ def resolve(model: type[models.Model], path: str) -> models.Field:
             raise ValueError(f"{label(current)} has no field {part!r} (in {path!r})") from None
         last = position == len(parts) - 1
         if not getattr(field, "concrete", False) or \
-                field.is_relation and not (field.many_to_one or field.one_to_one):
+                (field.is_relation and not (field.many_to_one or field.one_to_one)):
             raise ValueError(f"{path!r} crosses {part!r}, a many-valued or reverse relation: only "
                              "forward foreign keys and one-to-one fields may be followed")
         if not last:

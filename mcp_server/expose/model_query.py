@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_permission_codename
-from django.core.exceptions import ImproperlyConfigured
 from django.db import models, router
 from django.db.models import Avg, Count, Max, Min, Q, Sum
 
@@ -175,7 +174,10 @@ class _QueryRunner:
                 fetched = plan.fetch(alias, limits.rows + 1)
             result = query_results.build(plan.policy, fetched, plan.offset, limits,
                                          aggregated=plan.aggregated)
-            budget.spend(result.rows, result.size)
+            # A call the session's bytes cut spends them all: the row that did not fit would not
+            # fit the next call either, which is refused rather than cut to nothing again.
+            spent = bytes_left if result.cut_by == "QUERY_SESSION_MAX_BYTES" else result.size
+            budget.spend(result.rows, spent)
             return result.response
         except Refused as exc:
             return refusal(exc)

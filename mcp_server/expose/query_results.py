@@ -51,6 +51,7 @@ class Result:
     response: ToolResponse
     rows: int
     size: int
+    cut_by: str | None
 
 
 def build(policy: _Bound, fetched: list[dict[str, Any]], offset: int, limits: Limits, *,
@@ -91,7 +92,7 @@ def build(policy: _Bound, fetched: list[dict[str, Any]], offset: int, limits: Li
     elif more:
         lines.append(f"More {what}s match: call again with offset={offset + len(kept)}.")
     content = [Text("\n".join(lines)), Text(json.dumps({"rows": kept}, ensure_ascii=False))]
-    return Result(ToolResponse(content, structured_content=structured), len(kept), size)
+    return Result(ToolResponse(content, structured_content=structured), len(kept), size, cut_by)
 
 
 def _cut_note(cut_by: str, count: int, next_offset: int, what: str) -> str:
@@ -100,6 +101,9 @@ def _cut_note(cut_by: str, count: int, next_offset: int, what: str) -> str:
         return (f"{cut}: this session has reached its read budget ({cut_by}); no more can be read "
                 "in it.")
     unit = "bytes" if cut_by.endswith("BYTES") else f"{what}s"
+    if count == 0:
+        return (f"The result was truncated to nothing: the first {what} alone is larger than the "
+                f"{unit} one call may return ({cut_by}); ask for fewer fields.")
     return (f"{cut} by the limit of {unit} one call may return ({cut_by}); call again with "
             f"offset={next_offset} for more.")
 
@@ -141,7 +145,7 @@ def input_schema(bound: dict[str, _Bound]) -> dict[str, Any]:
         properties["aggregates"] = {
             "type": "array", "minItems": 1,
             "items": {"type": "object", "properties": {
-                "function": {"type": "string", "enum": functions},
+                "function": {"type": "string", "description": ", ".join(functions)},
                 "field": {"type": "string"}}, "required": ["function"],
                 "additionalProperties": False},
             "description": "Compute these instead of returning rows ('count' needs no field)"}

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.backends.signals import connection_created
 from django.test import override_settings
@@ -229,8 +230,8 @@ def test_the_alias_given_is_the_one_the_rows_are_read_from(tickets):
             assert {alias for alias, sql in read_on if table in sql} == {expected}
     finally:
         connection_created.disconnect(record)
-    with pytest.raises(Exception, match="DATABASES does not define"):
-        model_query_tool({Ticket: POLICY}, using="nowhere", statement_timeout=1)
+    with pytest.raises(ImproperlyConfigured, match="'nowhere', which DATABASES does not define"):
+        model_query_tool({Ticket: POLICY}, using="nowhere")
 
 
 @pytest.mark.parametrize("policy, message", [

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_permission_codename
-from django.db import models, router
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, models, router
 from django.db.models import Avg, Count, Max, Min, Q, Sum
 
 from ..errors import invalid_params
@@ -134,6 +135,9 @@ def model_query_tool(policies: Mapping[type[models.Model], QueryPolicy], *,
             raise ValueError(f"the policy of {model!r} must be a QueryPolicy, not {policy!r}")
         entry = _Bound(model, policy)
         bound[entry.label] = entry
+    if using is not None and using not in connections:
+        raise ImproperlyConfigured(f"the query tool reads from the database {using!r}, which "
+                                   "DATABASES does not define")
     if statement_timeout is not None:
         query_results.check_seconds(statement_timeout, "statement_timeout")
         if using is not None:
@@ -163,9 +167,10 @@ class _QueryRunner:
             budget = SessionBudget(budget_key(server_context))
             rows_left, bytes_left = budget.remaining()
             if rows_left == 0 or bytes_left == 0:
-                raise Refused("This session has read all the rows and bytes the query tool allows a "
-                              "session (QUERY_SESSION_MAX_ROWS, QUERY_SESSION_MAX_BYTES); nothing "
-                              "more can be read in it.")
+                spent = "rows" if rows_left == 0 else "bytes"
+                raise Refused(f"This session has read all the {spent} the query tool allows a "
+                              f"session (QUERY_SESSION_MAX_{spent.upper()}); nothing more can be "
+                              "read in it.")
             alias = self.using or mcp_settings.QUERY_DATABASE or router.db_for_read(plan.policy.model)
             timeout = self.statement_timeout if self.statement_timeout is not None \
                 else mcp_settings.QUERY_STATEMENT_TIMEOUT

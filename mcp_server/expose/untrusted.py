@@ -61,7 +61,8 @@ class Fence:
 
     def to_dict(self, fields: list[str]) -> dict[str, object]:
         """How structured content marks the fenced fields (``untrusted`` beside the rows)."""
-        return {"fields": fields, "opening": self.opening, "closing": self.closing, "note": self.note}
+        return {"fields": fields, "boundary": self.boundary, "opening": self.opening,
+                "closing": self.closing, "note": self.note}
 
 
 def fence_for(texts: list[str]) -> Fence:

@@ -335,3 +335,47 @@ def check_mcp_module_beside_settings(app_configs: Any = None, **kwargs: Any) -> 
              "in INSTALLED_APPS).",
         id="mcp_server.W050",
     )]
+
+
+@checks.register()
+def check_query_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The model query tool's limits, budget cache, database and timeout: a wrong one would fail
+    its first call, not start-up, and a timeout PostgreSQL cannot apply must not be ignored."""
+    from django.db import connections
+
+    errors = []
+    for name, optional in (("QUERY_MAX_ROWS", False), ("QUERY_MAX_BYTES", False),
+                           ("QUERY_SESSION_MAX_ROWS", True), ("QUERY_SESSION_MAX_BYTES", True)):
+        value = getattr(mcp_settings, name)
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            errors.append(checks.Error(
+                f"MCP_SERVER[{name!r}] must be a positive integer{' or None' if optional else ''}, "
+                f"not {value!r}", id="mcp_server.E110"))
+    cache = mcp_settings.QUERY_BUDGET_CACHE
+    if not isinstance(cache, str) or cache not in settings.CACHES:
+        errors.append(checks.Error(f"MCP_SERVER['QUERY_BUDGET_CACHE'] names a cache of CACHES, and "
+                                   f"{cache!r} is none of {', '.join(settings.CACHES)}",
+                                   id="mcp_server.E110"))
+    alias = mcp_settings.QUERY_DATABASE
+    if alias is not None and (not isinstance(alias, str) or alias not in settings.DATABASES):
+        errors.append(checks.Error(f"MCP_SERVER['QUERY_DATABASE'] names a database of DATABASES, and "
+                                   f"{alias!r} is none of {', '.join(settings.DATABASES)}",
+                                   id="mcp_server.E110"))
+        alias = None
+    timeout = mcp_settings.QUERY_STATEMENT_TIMEOUT
+    if timeout is None:
+        return errors
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 1e6:
+        errors.append(checks.Error(f"MCP_SERVER['QUERY_STATEMENT_TIMEOUT'] must be a number of "
+                                   f"seconds above 0, or None, not {timeout!r}", id="mcp_server.E110"))
+        return errors
+    alias = alias or "default"
+    if alias in settings.DATABASES and connections[alias].vendor != "postgresql":
+        errors.append(checks.Error(
+            f"MCP_SERVER['QUERY_STATEMENT_TIMEOUT'] is PostgreSQL's statement_timeout, and the "
+            f"database the query tool reads ({alias!r}) is {connections[alias].vendor}.",
+            hint="Set it to None, or read from a PostgreSQL database (QUERY_DATABASE).",
+            id="mcp_server.E111"))
+    return errors

@@ -257,6 +257,26 @@ DEFAULTS: dict[str, Any] = {
     "REDACTED_KEYS": ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization",
                       "cookie", "credential", "private_key", "ssn", "card_number"],
     "REDACTION_POLICY": None,
+    # The read-only model query tool (mcp_server.expose.model_query_tool, docs/django_tools.md).
+    # Rows and bytes (of the rows as JSON) one call returns at most; past either the result is cut
+    # and says so ("truncated": true).
+    "QUERY_MAX_ROWS": 100,
+    "QUERY_MAX_BYTES": 256 * 1024,
+    # Rows and bytes one session may read in all (None: no limit); past either its calls are
+    # refused. Counted in Django's cache QUERY_BUDGET_CACHE, which every process must share (Redis,
+    # Memcached, the database cache; LocMem is one process's), for SESSION_IDLE_TIMEOUT seconds
+    # after the session's last query; a request with no session (2026-07-28, stateless) counts
+    # against its user.
+    "QUERY_SESSION_MAX_ROWS": 10_000,
+    "QUERY_SESSION_MAX_BYTES": 16 * 1024 * 1024,
+    "QUERY_BUDGET_CACHE": "default",
+    # Seconds one query may run before the database stops it (PostgreSQL's statement_timeout, set
+    # for the query's transaction alone); the call then gets a tool error. PostgreSQL only: with
+    # another backend, a value is an error (system check mcp_server.E111). None: no bound.
+    "QUERY_STATEMENT_TIMEOUT": None,
+    # The database alias the query tool reads from (a replica, say); None: the router's
+    # db_for_read of each model.
+    "QUERY_DATABASE": None,
 }
 
 # MCP_SERVER["RESOURCE_SERVER"]: a project sets only the keys it changes; an unknown key is an error.

@@ -29,3 +29,7 @@ INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]  # noqa: F405
 INSTALLED_APPS = [*INSTALLED_APPS, "mcp_client.contrib.django"]
 MCP_CLIENT = {"OAUTH_ENCRYPTION_KEYS": ["ONnMDKb3cqZyXIjrgv8k3s0vDlmsMUmXGYi_fi3SmoY=",
                                         "8pkh9I4itxyiWfhRYBfpBfmLltRs2n2xFhMZa7f7QrI="]}
+
+# A second alias to the same database, as a read replica would be: the model query tool reads from
+# the alias it is given (tests/test_expose_model_query.py). In tests it mirrors the test database.
+DATABASES = {**DATABASES, "replica": {**DATABASES["default"], "TEST": {"MIRROR": "default"}}}  # noqa: F405

@@ -74,7 +74,8 @@ async def test_official_client_uses_the_demo_server_over_stdio(tmp_path):
             assert set(tools) == {"echo", "add", "slow_count", "confirm_action", "arrange_meeting",
                                   "delete_note", "diagnose", "count_in_background", "ticket_list",
                                   "ticket_retrieve", "ticket_create", "ticket_partial_update",
-                                  "ticket_destroy", "ticket_close"}
+                                  "ticket_destroy", "ticket_close", "close_tickets",
+                                  "query_records"}
             assert tools["add"].output_schema["properties"] == {"sum": {"type": "number"}}
             echoed = await session.call_tool("echo", {"message": "héllo ✓"})
             assert echoed.is_error is False

@@ -103,6 +103,7 @@ def test_declarations_of_an_app_reach_the_default_server_at_start_up():
         assert names == ["echo", "add", "slow_count", "confirm_action", "arrange_meeting", "delete_note",
                          "diagnose", "count_in_background", "ticket_list", "ticket_retrieve",
                          "ticket_create", "ticket_partial_update", "ticket_destroy", "ticket_close",
+                         "close_tickets", "query_records",
                          "sleepy", "announce",
                          "ask_client", "log_every_level", "wait_for_cancel", "define_extra_tool",
                          "touch_resource", "background_job", "idempotent_job", "task_job",
@@ -571,7 +572,10 @@ def test_every_setting_is_covered_here():
                "MIDDLEWARE", "RATE_LIMITS", "RATE_LIMIT_STORE", "RATE_LIMIT_CACHE", "TOOL_TIMEOUT",
                "TOOL_TIMEOUTS",
                # tests/test_skills.py.
-               "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES"}
+               "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES",
+               # tests/test_expose_model_query.py.
+               "QUERY_MAX_ROWS", "QUERY_MAX_BYTES", "QUERY_SESSION_MAX_ROWS", "QUERY_SESSION_MAX_BYTES",
+               "QUERY_BUDGET_CACHE", "QUERY_STATEMENT_TIMEOUT", "QUERY_DATABASE"}
     assert covered == set(DEFAULTS)
 
 

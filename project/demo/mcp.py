@@ -21,9 +21,11 @@ from mcp_server import (
     ToolResponse,
 )
 from mcp_server.elicitation import EnumSchema
-from mcp_server.expose import viewset_tools
+from mcp_server.expose import QueryPolicy, admin_action_tools, model_query_tool, viewset_tools
 
+from . import admin as _admin  # noqa: F401 - registers the Ticket admin, whose action is a tool
 from .api import TicketViewSet
+from .models import Ticket
 
 
 @mcp_server.tool(annotations={"read_only_hint": True, "destructive_hint": False})
@@ -230,3 +232,19 @@ def user_profile(user_id: str) -> mcp_server.TextContents:
 for ticket_tool in viewset_tools(TicketViewSet, prefix="ticket", actions=[
         "list", "retrieve", "create", "partial_update", "destroy", "close"]):
     mcp_server.register(ticket_tool)
+
+# Django code as tools (docs/django_tools.md). The ticket admin's "close the selected tickets"
+# action, for staff who may change tickets; and read-only queries of tickets, for users who may
+# view them, within what the policy lists (the body is fenced as untrusted text in results).
+for _action in admin_action_tools(Ticket, actions=["close_tickets"]):
+    mcp_server.register(_action)
+
+mcp_server.register(model_query_tool({Ticket: QueryPolicy(
+    fields=["id", "title", "body", "status", "priority", "owner", "created_at"],
+    filter_fields={"status": ["exact", "in"], "priority": ["exact", "lte", "gte"],
+                   "title": ["icontains"], "owner": ["exact", "isnull"],
+                   "created_at": ["gte", "lt"]},
+    ordering=["priority", "created_at", "id"],
+    aggregates=["count", "sum", "avg", "min", "max"],
+    group_by=["status", "priority", "owner"],
+)}, name="query_records"))

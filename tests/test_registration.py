@@ -569,7 +569,9 @@ def test_every_setting_is_covered_here():
                "MIDDLEWARE", "RATE_LIMITS", "RATE_LIMIT_STORE", "RATE_LIMIT_CACHE", "TOOL_TIMEOUT",
                "TOOL_TIMEOUTS",
                # tests/test_skills.py.
-               "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES"}
+               "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES",
+               # tests/test_tool_search.py.
+               "TOOL_SEARCH"}
     assert covered == set(DEFAULTS)
 
 

@@ -3,7 +3,8 @@ and camelCase humps), title and description, the name counting most.
 
 Pure scoring, no I/O: :class:`ToolIndex` is built from what one principal sees and answers
 :meth:`ToolIndex.search`. Words are lowercased, common English words dropped and light suffixes
-cut ("tickets", "closing", "closed" all match "close").
+cut ("tickets", "closing", "closed" all match "close"), and the verbs of the usual CRUD tools
+have a few synonyms ("remove" matches delete_*, "show" list_*).
 """
 
 from __future__ import annotations
@@ -30,11 +31,22 @@ which who will with you your
 """.split())
 
 
+# Verbs of the usual create / read / update / delete / list tools, by their stem: a query saying
+# "remove" finds delete_*, "show" finds list_*. Applied to tools' words and queries alike.
+_SYNONYMS = {
+    "show": "list", "enumerat": "list", "brows": "list",
+    "fetch": "get", "retriev": "get", "read": "get", "view": "get", "look": "get",
+    "add": "creat", "new": "creat", "mak": "creat", "regist": "creat",
+    "edit": "updat", "chang": "updat", "modify": "updat", "renam": "updat",
+    "remov": "delet", "eras": "delet", "destroy": "delet",
+}
+
+
 def words(text: str | None) -> list[str]:
     """The searchable words of ``text``: split, lowercased, without stop words, stemmed."""
     if not text:
         return []
-    found = [stem(part.lower()) for part in _PARTS.findall(text)]
+    found = [_SYNONYMS.get(word, word) for word in (stem(part.lower()) for part in _PARTS.findall(text))]
     return [word for word in found if word and word not in _STOP_WORDS]
 
 

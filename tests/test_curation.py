@@ -55,10 +55,12 @@ def test_a_curated_tool_is_renamed_described_and_runs_with_its_fixed_arguments(s
     original = server.tools.pop("export_rows")
     server.add_tool(curate(original, name="export_customers", title="Export customers",
                            description="Export the customers of the ACME tenant.",
-                           hidden_arguments=["verbose"], fixed_arguments={"tenant": "acme", "table": "customer"}))
+                           hidden_arguments=["verbose"],
+                           fixed_arguments={"tenant": "acme", "table": "customer"}))
     client = client_of(server)
     entry = listed(client, "export_customers")
-    assert (entry["title"], entry["description"]) == ("Export customers", "Export the customers of the ACME tenant.")
+    assert (entry["title"], entry["description"]) == (
+        "Export customers", "Export the customers of the ACME tenant.")
     assert set(entry["inputSchema"]["properties"]) == {"limit"}
     assert "required" not in entry["inputSchema"]
     # What the client sends for a fixed or hidden argument never reaches the handler.
@@ -72,7 +74,8 @@ def test_a_curated_tool_is_renamed_described_and_runs_with_its_fixed_arguments(s
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"hidden_arguments": ["table"]}, "argument 'table' of tool 'export_rows' is required and has no default"),
+    ({"hidden_arguments": ["table"]},
+     "argument 'table' of tool 'export_rows' is required and has no default"),
     ({"fixed_arguments": {"limit": "ten"}}, "fixed value 'ten' of argument 'limit' of tool 'export_rows' "
                                             "does not match its schema"),
     ({"hidden_arguments": ["colour"]}, "tool 'export_rows' has no argument 'colour'"),
@@ -132,7 +135,8 @@ def overlaid(server):
 
 
 def test_an_admin_row_renames_a_tool_and_hides_and_fixes_its_arguments(overlaid):
-    PrimitiveSetting.objects.create(server=NAME, kind=Kind.TOOL, name="export_rows", exposed_name="export_orders",
+    PrimitiveSetting.objects.create(server=NAME, kind=Kind.TOOL, name="export_rows",
+                                    exposed_name="export_orders",
                                     description="Export the orders.", hidden_arguments=["verbose"],
                                     fixed_arguments={"table": "order"})
     client = client_of(overlaid)
@@ -186,7 +190,8 @@ def test_the_admin_form_saves_the_curation_and_refuses_what_cannot_hold(admin_cl
                       fixed_arguments='{"count": 2}')
     assert response.status_code == 302, form_errors(response)
     slow.refresh_from_db()
-    assert (slow.exposed_name, slow.hidden_arguments, slow.fixed_arguments) == ("count_slowly", ["delay"], {"count": 2})
+    assert (slow.exposed_name, slow.hidden_arguments, slow.fixed_arguments) == (
+        "count_slowly", ["delay"], {"count": 2})
     assert announced == [(mcp_server.get_server().name, {"tools"})]
     echo = row(Kind.TOOL, "echo")
     taken = change(admin_client, echo, exposed_name="count_slowly")

@@ -6,44 +6,60 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.core.exceptions import ImproperlyConfigured
-from django.test import override_settings
 
-from mcp_server import Server, Tool, get_server
+from mcp_server import Server, Tool, get_server, site
 from mcp_server.checks import check_tool_search
-from mcp_server.settings import mcp_settings
 from mcp_server.registry import access
 from mcp_server.registry.search_tool import ToolSearch
 from mcp_server.registry.tool_search import ToolIndex, words
+from mcp_server.settings import mcp_settings
 
-from .test_registration import default_server_restored  # noqa: F401
 from .test_registry_overlay import client_of, tool_names
 
 # 40 fictional models: (name, plural, what one is).
 MODELS = [
-    ("ticket", "tickets", "support ticket a customer opened"), ("invoice", "invoices", "bill sent to a customer"),
-    ("customer", "customers", "company or person that buys from us"), ("order", "orders", "purchase a customer placed"),
-    ("product", "products", "item of the catalogue"), ("warehouse", "warehouses", "storage site holding stock"),
-    ("shipment", "shipments", "parcel on its way to a customer"), ("supplier", "suppliers", "vendor we buy from"),
-    ("employee", "employees", "member of staff"), ("department", "departments", "unit of the organisation"),
-    ("project", "projects", "piece of work with a deadline"), ("task", "tasks", "to-do item of a project"),
-    ("meeting", "meetings", "calendar event with attendees"), ("room", "rooms", "meeting room that can be booked"),
-    ("contract", "contracts", "signed agreement with a customer"), ("payment", "payments", "money received"),
-    ("refund", "refunds", "money given back to a customer"), ("coupon", "coupons", "discount code"),
-    ("campaign", "campaigns", "marketing campaign"), ("lead", "leads", "prospect of the sales team"),
-    ("article", "articles", "help centre article"), ("comment", "comments", "remark left on an article"),
-    ("category", "categories", "group of products"), ("review", "reviews", "product rating by a customer"),
-    ("vehicle", "vehicles", "delivery van of the fleet"), ("driver", "drivers", "person driving a vehicle"),
-    ("route", "routes", "delivery round of a driver"), ("timesheet", "timesheets", "hours an employee worked"),
-    ("expense", "expenses", "cost an employee claims back"), ("budget", "budgets", "planned spending"),
-    ("asset", "assets", "laptop or device lent to staff"), ("license", "licenses", "software seat"),
-    ("incident", "incidents", "outage of a service"), ("alert", "alerts", "monitoring alarm"),
-    ("webhook", "webhooks", "HTTP callback to a partner"), ("report", "reports", "scheduled business report"),
-    ("survey", "surveys", "questionnaire sent to customers"), ("subscription", "subscriptions",
-                                                               "recurring plan a customer pays"),
-    ("tenant", "tenants", "isolated account of the platform"), ("region", "regions", "geographic sales area"),
+    ("ticket", "tickets", "support ticket a customer opened"),
+    ("invoice", "invoices", "bill sent to a customer"),
+    ("customer", "customers", "company or person that buys from us"),
+    ("order", "orders", "purchase a customer placed"),
+    ("product", "products", "item of the catalogue"),
+    ("warehouse", "warehouses", "storage site holding stock"),
+    ("shipment", "shipments", "parcel on its way to a customer"),
+    ("supplier", "suppliers", "vendor we buy from"),
+    ("employee", "employees", "member of staff"),
+    ("department", "departments", "unit of the organisation"),
+    ("project", "projects", "piece of work with a deadline"),
+    ("task", "tasks", "to-do item of a project"),
+    ("meeting", "meetings", "calendar event with attendees"),
+    ("room", "rooms", "meeting room that can be booked"),
+    ("contract", "contracts", "signed agreement with a customer"),
+    ("payment", "payments", "money received"),
+    ("refund", "refunds", "money given back to a customer"),
+    ("coupon", "coupons", "discount code"),
+    ("campaign", "campaigns", "marketing campaign"),
+    ("lead", "leads", "prospect of the sales team"),
+    ("article", "articles", "help centre article"),
+    ("comment", "comments", "remark left on an article"),
+    ("category", "categories", "group of products"),
+    ("review", "reviews", "product rating by a customer"),
+    ("vehicle", "vehicles", "delivery van of the fleet"),
+    ("driver", "drivers", "person driving a vehicle"),
+    ("route", "routes", "delivery round of a driver"),
+    ("timesheet", "timesheets", "hours an employee worked"),
+    ("expense", "expenses", "cost an employee claims back"),
+    ("budget", "budgets", "planned spending"),
+    ("asset", "assets", "laptop or device lent to staff"),
+    ("license", "licenses", "software seat"),
+    ("incident", "incidents", "outage of a service"),
+    ("alert", "alerts", "monitoring alarm"),
+    ("webhook", "webhooks", "HTTP callback to a partner"),
+    ("report", "reports", "scheduled business report"),
+    ("survey", "surveys", "questionnaire sent to customers"),
+    ("subscription", "subscriptions", "recurring plan a customer pays"),
+    ("tenant", "tenants", "isolated account of the platform"),
+    ("region", "regions", "geographic sales area"),
 ]
 CUSTOM = {
     "close_ticket": "Close a support ticket: mark it resolved and notify the customer who opened it.",
@@ -115,14 +131,16 @@ def test_the_search_tool_finds_only_what_the_caller_may_see(tools):
     client = client_of(server, other)
     listed = {tool["name"]: tool for tool in client.result("tools/list")["tools"]}
     assert len(listed) == 200 and "search_tools" in listed  # 199 tools and the search
-    result = client.result("tools/call", {"name": "search_tools", "arguments": {"query": "close a support ticket"}})
+    result = client.result("tools/call", {"name": "search_tools",
+                                          "arguments": {"query": "close a support ticket"}})
     found = result["structuredContent"]["tools"]
-    assert [tool["name"] for tool in found][0] == "close_ticket" and len(found) == 5
+    assert next(tool["name"] for tool in found) == "close_ticket" and len(found) == 5
     assert found[0]["description"] == CUSTOM["close_ticket"]
     assert found[0]["inputSchema"] == listed["close_ticket"]["inputSchema"]
     assert result["structuredContent"]["searched"] == 199
     payroll = {"name": "search_tools", "arguments": {"query": "export the payroll"}}
-    assert "exportPayroll" not in [t["name"] for t in client.result("tools/call", payroll)["structuredContent"]["tools"]]
+    hidden = client.result("tools/call", payroll)["structuredContent"]["tools"]
+    assert "exportPayroll" not in [tool["name"] for tool in hidden]
     permitted = client_of(server, holder).result("tools/call", payroll)["structuredContent"]
     assert permitted["tools"][0]["name"] == "exportPayroll" and permitted["searched"] == 200
     empty = client.result("tools/call", {"name": "search_tools", "arguments": {"query": "the of a"}})
@@ -132,7 +150,7 @@ def test_the_search_tool_finds_only_what_the_caller_may_see(tools):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_search_is_offered_only_past_its_threshold():
-    server = Server("small", tools=generated_tools()[:3] + [ToolSearch(threshold=3)])
+    server = Server("small", tools=[*generated_tools()[:3], ToolSearch(threshold=3)])
     client = client_of(server)
     assert tool_names(client) == ["list_tickets", "get_ticket", "create_ticket"]
     refused = client.request("tools/call", {"name": "search_tools", "arguments": {"query": "ticket"}})
@@ -141,12 +159,14 @@ def test_the_search_is_offered_only_past_its_threshold():
     assert "search_tools" in tool_names(client)
 
 
-def test_the_setting_registers_the_search_on_the_default_server(default_server_restored):  # noqa: F811
+def test_the_setting_registers_the_search_on_the_default_server(monkeypatch):
     assert "search_tools" not in get_server().tools  # off by default
-    with override_settings(MCP_SERVER={**settings.MCP_SERVER, "TOOL_SEARCH": {"THRESHOLD": 0}}):
-        search = get_server().tools["search_tools"]
-        assert (search.threshold, search.max_results) == (0, 10)
-        assert check_tool_search() == []
+    # What MCP_SERVER = {..., "TOOL_SEARCH": {"THRESHOLD": 0}} reads (the default server is built
+    # here, not replaced: the project's own stays as it is).
+    monkeypatch.setitem(mcp_settings._cache, "TOOL_SEARCH", {"THRESHOLD": 0})
+    search = site.build_server().tools["search_tools"]
+    assert (search.threshold, search.max_results) == (0, 10)
+    assert check_tool_search() == []
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -155,13 +175,9 @@ def test_the_setting_registers_the_search_on_the_default_server(default_server_r
     ({"LIMIT": 3}, "unknown keys LIMIT; the known ones are THRESHOLD, MAX_RESULTS"),
     (True, "must be None or a dict with THRESHOLD and MAX_RESULTS, not True"),
 ])
-def test_a_bad_setting_is_a_system_check_error_and_refused_at_start(default_server_restored,  # noqa: F811
-                                                                    monkeypatch, value, message):
-    monkeypatch.setitem(mcp_settings._cache, "TOOL_SEARCH", value)  # what the check reads
+def test_a_bad_setting_is_a_system_check_error_and_refused_at_start(monkeypatch, value, message):
+    monkeypatch.setitem(mcp_settings._cache, "TOOL_SEARCH", value)
     errors = check_tool_search()
     assert [(e.id, e.msg) for e in errors] == [("mcp_server.E042", f"MCP_SERVER['TOOL_SEARCH']: {message}")]
-    monkeypatch.undo()
-    # The default server is rebuilt when the setting changes: it refuses to be built.
-    with pytest.raises(ImproperlyConfigured, match=re.escape(f"MCP_SERVER['TOOL_SEARCH']: {message}")), \
-            override_settings(MCP_SERVER={**settings.MCP_SERVER, "TOOL_SEARCH": value}):
-        pass
+    with pytest.raises(ImproperlyConfigured, match=re.escape(f"MCP_SERVER['TOOL_SEARCH']: {message}")):
+        site.build_server()

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 from ..invoke import accepts_keyword
 from .base import (
+    check_groups,
     check_icons,
     check_meta,
-    check_groups,
     check_permissions,
     check_required_scopes,
     declared_asks,

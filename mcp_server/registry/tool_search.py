@@ -1,5 +1,6 @@
 """BM25 ranking of tools for a query in words: over each tool's name (split at ``_``, ``-``, ``.``
-and camelCase humps), title and description, the name counting most.
+and camelCase humps), title, description and arguments' names and descriptions, the name counting
+most.
 
 Pure scoring, no I/O: :class:`ToolIndex` is built from what one principal sees and answers
 :meth:`ToolIndex.search`. Words are lowercased, common English words dropped and light suffixes
@@ -24,11 +25,12 @@ B = 0.75
 NAME_WEIGHT, TITLE_WEIGHT, DESCRIPTION_WEIGHT = 3, 2, 1
 
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_STOP_WORDS = frozenset("""
-a about an and any are as at be by can do does for from get has have how i in into is it its me
-my of on or our please some that the their them then this those to use want was we what when
-which who will with you your
-""".split())
+_STOP_WORDS = frozenset((
+    "a", "about", "an", "and", "any", "are", "as", "at", "be", "by", "can", "do", "does", "for",
+    "from", "has", "have", "how", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on",
+    "or", "our", "please", "some", "that", "the", "their", "them", "then", "this", "those", "to",
+    "use", "want", "was", "we", "what", "when", "which", "who", "will", "with", "you", "your",
+))
 
 
 # Verbs of the usual create / read / update / delete / list tools, by their stem: a query saying
@@ -71,9 +73,21 @@ def stem(word: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _document(name: str, title: str | None, description: str | None) -> tuple[str, ...]:
+def _document(name: str, title: str | None, description: str | None, arguments: str) -> tuple[str, ...]:
     return tuple(words(name) * NAME_WEIGHT + words(title) * TITLE_WEIGHT
-                 + words(description) * DESCRIPTION_WEIGHT)
+                 + words(description) * DESCRIPTION_WEIGHT + words(arguments))
+
+
+def _arguments_text(tool: Any) -> str:
+    """The names and descriptions of a tool's arguments (its input schema's properties)."""
+    schema = getattr(getattr(tool, "input_schema", None), "schema", None) or {}
+    properties = schema.get("properties") or {}
+    parts = []
+    for key, value in properties.items():
+        parts.append(key)
+        if isinstance(value, dict) and isinstance(value.get("description"), str):
+            parts.append(value["description"])
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,8 @@ class ToolIndex:
 
     def __init__(self, tools: Iterable[Any]):
         self.tools = list(tools)
-        self._terms = [Counter(_document(tool.name, tool.title, tool.description)) for tool in self.tools]
+        self._terms = [Counter(_document(tool.name, tool.title, tool.description, _arguments_text(tool)))
+                       for tool in self.tools]
         self._lengths = [sum(terms.values()) for terms in self._terms]
         count = len(self.tools)
         self._average = (sum(self._lengths) / count) if count else 0.0
@@ -95,7 +110,8 @@ class ToolIndex:
         for terms in self._terms:
             frequency.update(terms.keys())
         # BM25's idf, kept positive (the "+1" form) so a word in most tools still counts a little.
-        self._idf = {term: math.log(1 + (count - seen + 0.5) / (seen + 0.5)) for term, seen in frequency.items()}
+        self._idf = {term: math.log(1 + (count - seen + 0.5) / (seen + 0.5))
+                     for term, seen in frequency.items()}
 
     def search(self, query: str, limit: int) -> list[Match]:
         """The ``limit`` best tools for ``query``, best first (ties by name); those matching no

@@ -11,12 +11,17 @@ from django.contrib.auth.models import Group, Permission, User
 
 import mcp_server
 from mcp_server import Server, Tool, curate
+from mcp_server.http import StreamableHTTPTransport
+from mcp_server.invoke import run_in_thread
 from mcp_server.models import PrimitiveSetting
 from mcp_server.registry import access
 from mcp_server.registry.overlay import RegistryOverlay
 
 from .admin_support import form_errors
+from .auth_support import open_session, post_json
 from .test_admin_registry import LIST, change, row
+from .test_audit import audit_on  # noqa: F401
+from .test_audit import rows as audit_rows
 from .test_registry_overlay import client_of, tool_names
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -199,3 +204,34 @@ def test_the_admin_form_saves_the_curation_and_refuses_what_cannot_hold(admin_cl
     prompt = PrimitiveSetting.objects.filter(kind=Kind.PROMPT).first()
     refused = change(admin_client, prompt, exposed_name="renamed")
     assert "Only tools have an exposed name" in str(form_errors(refused))
+
+
+async def test_a_background_tool_renamed_in_admin_runs_with_fixed_arguments_and_is_audited_so(
+        audit_on):  # noqa: F811
+    """The call is queued, run (here: this process's runner) and audited under the exposed name;
+    the runner finds the curated tool, fixed arguments included."""
+    from mcp_server.models import ToolCall
+
+    server = Server("curated-background")
+
+    @server.tool(background=True)
+    def slow_sum(a: int, b: int) -> str:
+        """Add, in the background."""
+        return str(a + b)
+
+    server.overlay = RegistryOverlay(server)
+    await run_in_thread(PrimitiveSetting.objects.create, server=server.name, kind=Kind.TOOL, name="slow_sum",
+                        exposed_name="add_ten", fixed_arguments={"b": 10})
+    transport = StreamableHTTPTransport(server, enable_json_response=True)
+    app = transport.as_asgi()
+    session = await open_session(app, {})
+    message = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+               "params": {"name": "add_ten", "arguments": {"a": 2, "b": 99}}}
+    _raw, body = await post_json(app, message, {}, session)
+    assert body["result"]["content"][0]["text"] == "12"
+    await transport.close()
+    [row] = await audit_rows(session_id=session)
+    call = await run_in_thread(ToolCall.objects.get)
+    assert (row.name, row.outcome, call.tool) == ("add_ten", "ok", "add_ten")
+    # What the call's record keeps: the arguments its curated schema declares (b is not one).
+    assert row.arguments == {"a": 2}

@@ -224,7 +224,8 @@ class PrimitiveSettingAdmin(SwitchActions):
 
     @admin.display(description="try it")
     def try_it(self, row: PrimitiveSetting) -> str:
-        url = try_it_url(row.name) if row.kind == Kind.TOOL and registered(row) is not None else None
+        url = try_it_url(row.exposed_name or row.name) \
+            if row.kind == Kind.TOOL and registered(row) is not None else None
         return format_html('<a href="{}">Try it</a>', url) if url else ""
 
     def get_list_display(self, request: HttpRequest) -> list:

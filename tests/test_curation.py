@@ -20,6 +20,7 @@ from mcp_server.registry.overlay import RegistryOverlay
 from .admin_support import form_errors
 from .auth_support import open_session, post_json
 from .test_admin_registry import LIST, change, row
+from .test_api import API, api, user_with
 from .test_audit import audit_on  # noqa: F401
 from .test_audit import rows as audit_rows
 from .test_registry_overlay import client_of, tool_names
@@ -235,3 +236,27 @@ async def test_a_background_tool_renamed_in_admin_runs_with_fixed_arguments_and_
     assert (row.name, row.outcome, call.tool) == ("add_ten", "ok", "add_ten")
     # What the call's record keeps: the arguments its curated schema declares (b is not one).
     assert row.arguments == {"a": 2}
+
+
+def test_the_rest_api_takes_the_same_curation_with_the_same_checks():
+    client = api(user_with("view_primitivesetting", "change_primitivesetting"))
+    refusals = [
+        ({"exposed_name": "echo"}, "exposed_name", "'echo' is the name of another tool registered in code."),
+        ({"hidden_arguments": ["count"]}, "non_field_errors", "Argument 'count' of tool 'slow_count' is "
+                                                              "required and has no default"),
+        ({"fixed_arguments": {"delay": "soon"}}, "non_field_errors", "does not match its schema"),
+        ({"fixed_arguments": ["delay"]}, "fixed_arguments", "Give a JSON object"),
+    ]
+    for body, field, message in refusals:
+        refused = client.patch(API + "tools/slow_count/", body, format="json")
+        assert refused.status_code == 400 and message in refused.json()[field][0], refused.json()
+    assert not PrimitiveSetting.objects.exists()
+    curation = {"exposed_name": "count_slowly", "hidden_arguments": ["delay"],
+                "fixed_arguments": {"count": 2}}
+    saved = client.patch(API + "tools/slow_count/", curation, format="json")
+    assert saved.status_code == 200, saved.content
+    assert {key: saved.json()[key] for key in ("exposed_name", "hidden_arguments", "fixed_arguments")} == {
+        "exposed_name": "count_slowly", "hidden_arguments": ["delay"], "fixed_arguments": {"count": 2}}
+    # Hiding what is fixed is checked against the row as saved.
+    both = client.patch(API + "tools/slow_count/", {"hidden_arguments": ["count"]}, format="json")
+    assert "is both hidden and fixed" in both.json()["non_field_errors"][0]

@@ -17,8 +17,8 @@ from django.utils.html import format_html
 
 from .. import signals
 from ..models import PrimitiveSetting
-from ..primitives.curated import curated_schema
-from ..primitives.tool import check_tool_name, tool_annotations
+from ..primitives.tool import tool_annotations
+from ..registry import curation
 from ..site import get_server
 from .common import JSONText, RestrictedForm, SwitchActions, json_area, restriction, server_name
 
@@ -106,54 +106,42 @@ class PrimitiveSettingForm(RestrictedForm):
         return value
 
     def clean_exposed_name(self) -> str:
-        value = (self.cleaned_data.get("exposed_name") or "").strip()
-        if not value or value == self.instance.name:
-            return ""
-        self._tools_only("an exposed name")
-        try:
-            check_tool_name(value)
-        except ValueError as exc:
-            raise ValidationError(str(exc)) from None
-        if value in get_server().tools:
-            raise ValidationError(f"{value!r} is the name of another tool registered in code.")
-        taken = PrimitiveSetting.objects.filter(server=self.instance.server, kind=Kind.TOOL,
-                                                exposed_name=value).exclude(pk=self.instance.pk)
-        if taken.exists():
-            raise ValidationError(f"{value!r} is already the exposed name of the tool {taken[0].name}.")
-        return value
+        value = self.cleaned_data.get("exposed_name") or ""
+        if value.strip() and value.strip() != self.instance.name:
+            self._tools_only("an exposed name")
+        return _checked(curation.exposed_name, value, code_name=self.instance.name,
+                        registered=get_server().tools, server_name=self.instance.server, pk=self.instance.pk)
 
     def clean_hidden_arguments(self) -> list:
-        value = self.cleaned_data.get("hidden_arguments") or []
+        value = self.cleaned_data.get("hidden_arguments")
         if value:
             self._tools_only("hidden arguments")
-        if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
-            raise ValidationError('Give a JSON list of argument names, for example ["verbose"].')
-        return value
+        return _checked(curation.hidden_arguments, value)
 
     def clean_fixed_arguments(self) -> dict:
-        value = self.cleaned_data.get("fixed_arguments") or {}
+        value = self.cleaned_data.get("fixed_arguments")
         if value:
             self._tools_only("fixed arguments")
-        if not isinstance(value, dict):
-            raise ValidationError('Give a JSON object of argument names and values, for example '
-                                  '{"tenant": "acme"}.')
-        return value
+        return _checked(curation.fixed_arguments, value)
 
     def clean(self) -> dict:
         cleaned = super().clean()
-        hidden, fixed = cleaned.get("hidden_arguments"), cleaned.get("fixed_arguments")
         tool = registered(self.instance) if self.instance.kind == Kind.TOOL else None
-        if tool is not None and (hidden or fixed):
-            try:
-                curated_schema(tool.input_schema, hidden or (), fixed or {}, tool_name=tool.name)
-            except ValueError as exc:
-                raise ValidationError(f"{str(exc)[0].upper()}{str(exc)[1:]}.") from None
+        _checked(curation.arguments, tool, cleaned.get("hidden_arguments"), cleaned.get("fixed_arguments"))
         return cleaned
 
     def _tools_only(self, what: str) -> None:
         if self.instance.kind != Kind.TOOL:
             kind = self.instance.get_kind_display().lower()
             raise ValidationError(f"Only tools have {what}; a {kind} has none: leave this empty.")
+
+
+def _checked(check: Any, *args: Any, **kwargs: Any) -> Any:
+    """``check``'s value, its ValueError as the form's error."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 @admin.register(PrimitiveSetting)

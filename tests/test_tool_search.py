@@ -11,7 +11,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mcp_server import Server, Tool, get_server, site
 from mcp_server.checks import check_tool_search
+from mcp_server.models import PrimitiveSetting
 from mcp_server.registry import access
+from mcp_server.registry.overlay import RegistryOverlay
 from mcp_server.registry.search_tool import ToolSearch
 from mcp_server.registry.tool_search import ToolIndex, words
 from mcp_server.settings import mcp_settings
@@ -181,3 +183,23 @@ def test_a_bad_setting_is_a_system_check_error_and_refused_at_start(monkeypatch,
     assert [(e.id, e.msg) for e in errors] == [("mcp_server.E042", f"MCP_SERVER['TOOL_SEARCH']: {message}")]
     with pytest.raises(ImproperlyConfigured, match=re.escape(f"MCP_SERVER['TOOL_SEARCH']: {message}")):
         site.build_server()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_search_sees_the_registry_as_administrators_shaped_it(tools):
+    server = Server("shaped-search", tools=[*tools, ToolSearch(threshold=50)])
+    server.overlay = RegistryOverlay(server)
+    PrimitiveSetting.objects.create(server=server.name, kind="tool", name="close_ticket",
+                                    permission="auth.view_user")
+    PrimitiveSetting.objects.create(server=server.name, kind="tool", name="refund_order",
+                                    exposed_name="refund_purchase",
+                                    description="Give the money of a purchase back.")
+    client = client_of(server)
+
+    def found(query: str) -> list[str]:
+        result = client.result("tools/call", {"name": "search_tools", "arguments": {"query": query}})
+        return [tool["name"] for tool in result["structuredContent"]["tools"]]
+
+    assert "close_ticket" not in found("close a support ticket")  # restricted in admin
+    assert found("give the money of a purchase back")[0] == "refund_purchase"
+    assert "refund_order" not in found("refund an order")

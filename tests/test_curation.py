@@ -77,6 +77,11 @@ def test_a_curated_tool_is_renamed_described_and_runs_with_its_fixed_arguments(s
     unknown = client.request("tools/call", {"name": "export_rows", "arguments": {"table": "x"}})
     assert unknown["error"]["message"] == "Tool not found: export_rows"
     assert original.name == "export_rows" and "tenant" in original.input_schema.schema["properties"]
+    # Curated again: what it hides and fixes adds up, and it still knows the code's tool.
+    again = curate(server.tools["export_customers"], hidden_arguments=["limit"])
+    assert again.original is original and again.hidden_arguments == ("limit", "verbose")
+    assert again.fixed_arguments == {"tenant": "acme", "table": "customer"}
+    assert again.input_schema.schema["properties"] == {}
 
 
 @pytest.mark.parametrize(("fields", "message"), [

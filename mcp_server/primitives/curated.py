@@ -44,7 +44,7 @@ def curate(
         raise ValueError("fixed_arguments must map argument names to values")
     schema = curated_schema(original.input_schema, hidden, fixed, tool_name=original.name)
     curated = copy.copy(original)
-    curated.original = getattr(original, "original", original)
+    curated.original = original.original or original  # the code's tool, however often curated
     if name:
         curated.name = check_tool_name(name)
     if title:

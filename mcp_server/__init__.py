@@ -60,6 +60,7 @@ _EXPORTS = {
     "URLElicitationRequiredError": "mcp_protocol.errors",
     "ValidationError": "mcp_server.errors",
     "configure": "mcp_server.configuration",
+    "curate": "mcp_server.primitives.curated",
     "get_server": "mcp_server.site",
     "prompt": "mcp_server.site",
     "register": "mcp_server.site",
@@ -77,7 +78,7 @@ __all__ = [
     "Resource", "ResourceLink", "ResourceNotFoundError", "ResourceTemplate", "Sample",
     "SchemaValidationError", "Server", "ServerContext", "ServerSession", "StdioTransport", "Text",
     "TextContents", "Tool", "ToolResponse", "URLElicitationRequiredError", "ValidationError",
-    "configure", "get_server", "prompt", "register", "resource", "resource_template", "tool",
+    "configure", "curate", "get_server", "prompt", "register", "resource", "resource_template", "tool",
 ]
 
 

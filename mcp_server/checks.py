@@ -170,6 +170,20 @@ def check_list_changed_interval(app_configs: Any = None, **kwargs: Any) -> list[
 
 
 @checks.register()
+def check_tool_search(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A wrong MCP_SERVER["TOOL_SEARCH"] would fail the default server's first use, not start-up."""
+    from .registry.search_tool import options_from
+
+    try:
+        options_from(mcp_settings.TOOL_SEARCH)
+    except ValueError as exc:
+        return [checks.Error(f"MCP_SERVER['TOOL_SEARCH']: {exc}",
+                             hint='For example {"THRESHOLD": 50, "MAX_RESULTS": 10}, or None to serve no '
+                                  "tool search.", id="mcp_server.E042")]
+    return []
+
+
+@checks.register()
 def check_telemetry(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """MCP_SERVER["TELEMETRY"] names how spans are made; another value would serve no span."""
     from .telemetry import MODES

@@ -167,6 +167,22 @@ class Server:
             return self
         return await self.overlay.view_for(user_id)
 
+    def known_tool(self, name: str) -> Any:
+        """The tool a call of ``name`` reaches as this process last saw the registry (curated by
+        administrators where they did), else what code registered under ``name``; None: none."""
+        if self.overlay is not None:
+            tool = self.overlay.known_tool(name)
+            if tool is not None:
+                return tool
+        return self.tools.get(name)
+
+    async def tool_named(self, name: str) -> Any:
+        """The tool a call of ``name`` runs, from the current registry (curated by administrators
+        where they did); None: no such tool."""
+        if self.overlay is None:
+            return self.tools.get(name)
+        return await self.overlay.tool_named(name)
+
     # Configuration -------------------------------------------------------------------------
     @property
     def configuration(self) -> Configuration:

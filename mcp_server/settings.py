@@ -83,6 +83,10 @@ DEFAULTS: dict[str, Any] = {
     # API send from one process: the changes within it are announced once, when it ends (0: each
     # change at once). Thirty saves in a loop are then two notifications for every session.
     "LIST_CHANGED_MIN_INTERVAL": 1,
+    # The tool search (mcp_server.registry.search_tool): None (off), or a dict over
+    # {"THRESHOLD": 50, "MAX_RESULTS": 10}: the default server offers a search_tools tool to a
+    # principal who sees more than THRESHOLD tools, answering with at most MAX_RESULTS of them.
+    "TOOL_SEARCH": None,
     # Where tools marked background=True run: "auto" (Celery workers when the project sets
     # CELERY_BROKER_URL, else the web process), "celery" or "local".
     "BACKGROUND_CALLS": "auto",

@@ -70,6 +70,11 @@ def build_server() -> Server:
         capabilities=s.CAPABILITIES, page_size=s.PAGE_SIZE, ttl_ms=s.TTL_MS,
         cache_scope=s.CACHE_SCOPE, configuration=configuration, middleware=load_middleware(s.MIDDLEWARE),
     )
+    search = _tool_search_options()
+    if search is not None:
+        from .registry.search_tool import ToolSearch
+
+        server.add_tool(ToolSearch(**search))
     if s.REGISTRY_IN_DATABASE:
         from .registry.overlay import RegistryOverlay
 
@@ -78,6 +83,15 @@ def build_server() -> Server:
     if contributor is not None:
         contributor.server_built(server)
     return server
+
+
+def _tool_search_options() -> dict[str, int] | None:
+    from .registry.search_tool import options_from
+
+    try:
+        return options_from(mcp_settings.TOOL_SEARCH)
+    except ValueError as exc:  # mcp_server.E042 says so too
+        raise ImproperlyConfigured(f"MCP_SERVER['TOOL_SEARCH']: {exc}") from None
 
 
 _transport: StreamableHTTPTransport | None = None

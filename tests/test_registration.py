@@ -575,7 +575,9 @@ def test_every_setting_is_covered_here():
                "SKILLS_DIRS", "SKILLS_MAX_FILES", "SKILLS_MAX_BYTES",
                # tests/test_expose_model_query.py.
                "QUERY_MAX_ROWS", "QUERY_MAX_BYTES", "QUERY_SESSION_MAX_ROWS", "QUERY_SESSION_MAX_BYTES",
-               "QUERY_BUDGET_CACHE", "QUERY_STATEMENT_TIMEOUT", "QUERY_DATABASE"}
+               "QUERY_BUDGET_CACHE", "QUERY_STATEMENT_TIMEOUT", "QUERY_DATABASE",
+               # tests/test_tool_search.py.
+               "TOOL_SEARCH"}
     assert covered == set(DEFAULTS)
 
 

@@ -74,7 +74,9 @@ def test_a_tool_disabled_on_one_process_is_gone_on_the_other(servers):
         PrimitiveSetting.objects.filter(name="echo").delete()
 
 
-def test_a_restricted_tool_is_seen_only_by_users_holding_the_permission(servers):
+def test_a_tool_renamed_and_restricted_is_seen_so_only_by_users_holding_the_permission(servers):
+    """Curation in admin: the exposed name and the restriction hold on every process, announced
+    live; the old name is unknown to everyone."""
     a, b = servers
     holder, other = User.objects.create_user("holder"), User.objects.create_user("other")
     holder.user_permissions.add(Permission.objects.get(codename="view_session",
@@ -83,15 +85,21 @@ def test_a_restricted_tool_is_seen_only_by_users_holding_the_permission(servers)
     stream = open_stream(watcher, b.url)
     try:
         call_tool(new_session(a.url), a.url, "shape_registry",
-                  {"kind": "tool", "name": "add", "permission": "mcp_server.view_session"})
+                  {"kind": "tool", "name": "add", "permission": "mcp_server.view_session",
+                   "exposed_name": "sum_numbers"})
         events_until(stream, LIST_CHANGED)
         for url in (a.url, b.url):
-            assert "add" not in names(new_session(url), url)
-            assert "add" not in names(logged_in(other, url), url)
-            assert "add" in names(logged_in(holder, url), url)
-        refused = logged_in(other, b.url).request(
-            "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, url=b.url)
-        assert refused.response["error"]["message"] == "Tool not found: add"
+            assert not {"add", "sum_numbers"} & names(new_session(url), url)
+            assert not {"add", "sum_numbers"} & names(logged_in(other, url), url)
+            seen = names(logged_in(holder, url), url)
+            assert "sum_numbers" in seen and "add" not in seen
+        summed = logged_in(holder, b.url).request(
+            "tools/call", {"name": "sum_numbers", "arguments": {"a": 1, "b": 2}}, url=b.url)
+        assert summed.response["result"]["structuredContent"] == {"sum": 3}
+        for user, name in ((other, "sum_numbers"), (holder, "add")):
+            refused = logged_in(user, b.url).request(
+                "tools/call", {"name": name, "arguments": {"a": 1, "b": 2}}, url=b.url)
+            assert refused.response["error"]["message"] == f"Tool not found: {name}"
     finally:
         stream.close()
         PrimitiveSetting.objects.filter(name="add").delete()

@@ -246,6 +246,16 @@ async def test_a_restricted_tool_is_not_found_for_a_user_without_its_permission(
     assert (kind, result["structuredContent"]) == ("result", {"sum": 5})
 
 
+async def test_a_tool_curated_in_admin_is_tried_under_its_exposed_name(admin_shaped_registry):
+    await PrimitiveSetting.objects.acreate(server=get_server().name, kind="tool", name="add",
+                                           exposed_name="add_ten", fixed_arguments={"b": 10})
+    editor = await logged_in(await sync_to_async(staff)("editor", PERMISSION))
+    page = (await editor.get(url("add_ten"))).content.decode()
+    assert 'name="a"' in page and 'name="b"' not in page  # the curated form: b is fixed
+    [(kind, result)] = await run(editor, "add_ten", {"a": "2"})
+    assert (kind, result["structuredContent"]) == ("result", {"sum": 12})
+
+
 async def test_a_background_tool_runs_as_a_call_recorded_for_the_user():
     user = await sync_to_async(staff)("editor", PERMISSION)
     client = await logged_in(user)

@@ -1,6 +1,7 @@
 """Admin of what code registers (``PrimitiveSetting``): every tool, prompt, resource and resource
 template of the default server has a row, created when the list is first shown, that switches it
-on or off, overrides its title, description and (tools) annotations, and restricts who sees it."""
+on or off, overrides its title, description and (tools) annotations, exposed name, hidden and fixed
+arguments (curation, ``mcp_server.primitives.curated``), and restricts who sees it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.utils.html import format_html
 from .. import signals
 from ..models import PrimitiveSetting
 from ..primitives.tool import tool_annotations
+from ..registry import curation
 from ..site import get_server
 from .common import JSONText, RestrictedForm, SwitchActions, json_area, restriction, server_name
 
@@ -59,11 +61,25 @@ class PrimitiveSettingForm(RestrictedForm):
         help_text='Tools only: replaces the annotations the code gives (empty: keep them), as a '
                   'JSON object of hints in snake_case or camelCase, for example '
                   '{"read_only_hint": true, "destructive_hint": false}.')
+    hidden_arguments = JSONText(
+        required=False, widget=json_area(3),
+        help_text='Tools only: arguments left out of the input schema, as a JSON list of names, for '
+                  'example ["verbose"]; a call never passes them, so the tool\'s default applies. '
+                  'A required argument cannot be hidden: fix it instead.')
+    fixed_arguments = JSONText(
+        required=False, widget=json_area(4),
+        help_text='Tools only: arguments left out of the input schema and always passed with the '
+                  'value given here, whatever the client sends, as a JSON object, for example '
+                  '{"tenant": "acme"}. Each value must match its argument\'s schema.')
 
     class Meta:
         model = PrimitiveSetting
-        fields = ["enabled", "title", "description", "annotations", "permission", "groups"]
+        fields = ["enabled", "exposed_name", "title", "description", "annotations", "hidden_arguments",
+                  "fixed_arguments", "permission", "groups"]
         help_texts = {
+            "exposed_name": "Tools only: the name clients see and call instead of the code's (empty: "
+                            "keep it). 1 to 128 characters from A-Z, a-z, 0-9, _, . and -; not the "
+                            "name of another tool.",
             "title": "Replaces the title the code gives (empty: keep it).",
             "description": "Replaces the description the code gives (empty: keep it).",
         }
@@ -89,23 +105,62 @@ class PrimitiveSettingForm(RestrictedForm):
                                   "idempotent_hint, open_world_hint (true or false), and title.") from None
         return value
 
+    def clean_exposed_name(self) -> str:
+        value = self.cleaned_data.get("exposed_name") or ""
+        if value.strip() and value.strip() != self.instance.name:
+            self._tools_only("an exposed name")
+        return _checked(curation.exposed_name, value, code_name=self.instance.name,
+                        registered=get_server().tools, server_name=self.instance.server, pk=self.instance.pk)
+
+    def clean_hidden_arguments(self) -> list:
+        value = self.cleaned_data.get("hidden_arguments")
+        if value:
+            self._tools_only("hidden arguments")
+        return _checked(curation.hidden_arguments, value)
+
+    def clean_fixed_arguments(self) -> dict:
+        value = self.cleaned_data.get("fixed_arguments")
+        if value:
+            self._tools_only("fixed arguments")
+        return _checked(curation.fixed_arguments, value)
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        tool = registered(self.instance) if self.instance.kind == Kind.TOOL else None
+        _checked(curation.arguments, tool, cleaned.get("hidden_arguments"), cleaned.get("fixed_arguments"))
+        return cleaned
+
+    def _tools_only(self, what: str) -> None:
+        if self.instance.kind != Kind.TOOL:
+            kind = self.instance.get_kind_display().lower()
+            raise ValidationError(f"Only tools have {what}; a {kind} has none: leave this empty.")
+
+
+def _checked(check: Any, *args: Any, **kwargs: Any) -> Any:
+    """``check``'s value, its ValueError as the form's error."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+
 
 @admin.register(PrimitiveSetting)
 class PrimitiveSettingAdmin(SwitchActions):
     form = PrimitiveSettingForm
-    list_display = ["kind", "name", "enabled", "is_registered", "title_override", "description_override",
-                    restriction, "try_it"]
+    list_display = ["kind", "name", "enabled", "is_registered", "exposed_name", "title_override",
+                    "description_override", restriction, "try_it"]
     list_display_links = ["name"]
     list_filter = ["kind", "enabled"]
     search_fields = ["name"]
     ordering = ["kind", "name"]
     filter_horizontal = ["groups"]
     readonly_fields = ["server", "kind", "name", "is_registered", "code_title", "code_description",
-                       "code_annotations", "try_it", "updated_at"]
+                       "code_annotations", "code_arguments", "try_it", "updated_at"]
     fieldsets = [
         (None, {"fields": ["server", "kind", "name", "is_registered", "try_it", "enabled"]}),
-        ("Overrides", {"fields": ["title", "code_title", "description", "code_description",
+        ("Overrides", {"fields": ["exposed_name", "title", "code_title", "description", "code_description",
                                   "annotations", "code_annotations"]}),
+        ("Arguments (tools)", {"fields": ["hidden_arguments", "fixed_arguments", "code_arguments"]}),
         ("Who may see it", {"fields": ["permission", "groups"],
                             "description": "No permission and no group: anyone. Disabled: nobody."}),
         (None, {"fields": ["updated_at"]}),
@@ -148,9 +203,17 @@ class PrimitiveSettingAdmin(SwitchActions):
         annotations = getattr(registered(row), "annotations", None) if row.kind == Kind.TOOL else None
         return format_html("<code>{}</code>", json.dumps(annotations)) if annotations else "-"
 
+    @admin.display(description="arguments in code")
+    def code_arguments(self, row: PrimitiveSetting) -> str:
+        tool = registered(row) if row.kind == Kind.TOOL else None
+        if tool is None:
+            return "-"
+        return format_html("<code>{}</code>", json.dumps(tool.input_schema.to_dict(), indent=1))
+
     @admin.display(description="try it")
     def try_it(self, row: PrimitiveSetting) -> str:
-        url = try_it_url(row.name) if row.kind == Kind.TOOL and registered(row) is not None else None
+        url = try_it_url(row.exposed_name or row.name) \
+            if row.kind == Kind.TOOL and registered(row) is not None else None
         return format_html('<a href="{}">Try it</a>', url) if url else ""
 
     def get_list_display(self, request: HttpRequest) -> list:

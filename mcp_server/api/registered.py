@@ -10,6 +10,8 @@ from django.contrib.auth.models import Group
 from rest_framework import serializers
 
 from ..models import PrimitiveSetting
+from ..registry import curation
+from ..site import get_server
 from . import validation
 
 
@@ -78,13 +80,39 @@ class ToolSettingSerializer(SettingSerializer):
     code = CodeToolSerializer(source="primitive", read_only=True)
 
     class Meta(SettingSerializer.Meta):
-        fields = ["name", "code", "enabled", "title", "description", "annotations", "permission", "groups",
-                  "updated_at"]
-        extra_kwargs = {"annotations": {"help_text": "Replaces the code's annotations when set "
-                                                     "(snake_case or camelCase hints); null keeps them."}}
+        fields = ["name", "code", "enabled", "exposed_name", "title", "description", "annotations",
+                  "hidden_arguments", "fixed_arguments", "permission", "groups", "updated_at"]
+        extra_kwargs = {
+            "annotations": {"help_text": "Replaces the code's annotations when set (snake_case or "
+                                         "camelCase hints); null keeps them."},
+            "exposed_name": {"help_text": "The name clients see and call instead of the code's "
+                                          "(blank: keep it)."},
+            "hidden_arguments": {"help_text": "Argument names left out of the input schema; the "
+                                              "tool's default applies."},
+            "fixed_arguments": {"help_text": "Arguments left out of the input schema and always "
+                                             "passed with these values."},
+        }
 
     def validate_annotations(self, value: Any) -> Any:
         return validation.annotations(value)
+
+    def validate_exposed_name(self, value: str) -> str:
+        row = self.instance
+        return validation.curated(curation.exposed_name, value, code_name=row.name,
+                                  registered=get_server().tools, server_name=row.server, pk=row.pk)
+
+    def validate_hidden_arguments(self, value: Any) -> list:
+        return validation.curated(curation.hidden_arguments, value)
+
+    def validate_fixed_arguments(self, value: Any) -> dict:
+        return validation.curated(curation.fixed_arguments, value)
+
+    def validate(self, attrs: dict) -> dict:
+        row = self.instance
+        hidden = attrs.get("hidden_arguments", row.hidden_arguments)
+        fixed = attrs.get("fixed_arguments", row.fixed_arguments)
+        validation.curated(curation.arguments, getattr(row, "primitive", None), hidden, fixed)
+        return attrs
 
 
 class ResourceSettingSerializer(SettingSerializer):

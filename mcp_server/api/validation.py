@@ -39,6 +39,14 @@ def annotations(value: Any) -> Any:
     return value
 
 
+def curated(check: Any, *args: Any, **kwargs: Any) -> Any:
+    """A curation check's value (``mcp_server.registry.curation``), its ValueError as a 400."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+
+
 def prompt(arguments: Any, messages: Any) -> None:
     """``check_prompt``, its message put on the field it is about."""
     try:

@@ -88,7 +88,7 @@ async def _run(transport: Any, runtime: Any, call: Any) -> str:
         await records.finish(call.id, records.State.FAILED, error="the session ended before the call ran")
         return "failed: the session ended"
     outbound = session.outbound
-    tool = server.tools.get(call.tool)
+    tool = await server.tool_named(call.tool)
     if tool is None:
         # A deploy where workers run other code than the web processes: the call ends, once.
         error = InvalidParamsError(

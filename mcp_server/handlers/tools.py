@@ -28,7 +28,8 @@ async def list_tools(ctx: ServerContext) -> dict[str, Any]:
     server = ctx.server
     params = as_object(ctx.params, "tools/list")
     registry = await server.registry_view(ctx)
-    tools, next_cursor = page(list(registry.tools.values()), params, server.page_size)
+    offered = [tool for tool in registry.tools.values() if tool.offered_in(registry.tools)]
+    tools, next_cursor = page(offered, params, server.page_size)
     handshake = not is_modern_version(ctx.protocol_version)
     result: dict[str, Any] = {"tools": [_entry(tool, handshake) for tool in tools]}
     if next_cursor is not None:
@@ -51,6 +52,9 @@ async def call_tool(ctx: ServerContext) -> dict[str, Any]:
     params = as_object(ctx.params, "tools/call")
     name = required_string(params, "name", "tools/call")
     tool = await guard.find(ctx, "tools", name)
+    if tool is not None and type(tool).offered_in is not Tool.offered_in \
+            and not tool.offered_in((await server.registry_view(ctx)).tools):
+        tool = None  # not offered to this principal: unknown, as a tool it may not see
     if tool is None:
         data["error"] = "tool_not_found"
         raise InvalidParamsError(f"Tool not found: {name}", data={"name": name})
@@ -113,6 +117,7 @@ async def run_tool(ctx: ServerContext, tool: Tool, arguments: dict) -> dict[str,
 
 
 async def _invoke(tool: Tool, arguments: dict, ctx: ServerContext) -> Any:
+    arguments = tool.bound(arguments)  # a curated tool's fixed and hidden arguments
     extra = {"server_context": ctx} if tool.wants_context else {}
     plan = resolution.plan_of(tool.handler)
     if plan is None:

@@ -30,7 +30,7 @@ async def check_background_share(transport: StreamableHTTPTransport, request: Re
         return
     params = incoming.params if isinstance(incoming.params, dict) else {}
     name = params.get("name")
-    tool = transport.server.tools.get(name) if isinstance(name, str) else None
+    tool = transport.server.known_tool(name) if isinstance(name, str) else None
     background = ports.implementation(ports.BackgroundCalls)
     if tool is None or not tool.background or background is None:
         return

@@ -60,7 +60,7 @@ class TimeoutMiddleware:
         ctx = call.context
         if seconds is None or ctx is None:
             return await self.get_response(call)
-        if not call.background and getattr(ctx.server.tools.get(tool), "background", False):
+        if not call.background and getattr(ctx.server.known_tool(tool), "background", False):
             return await self.get_response(call)  # bounded on the worker that runs it
         # The handler gets a copy of the context with a cancellation of its own, cancelled by the
         # request's and at the timeout: the request's stays as it is, so that the call ends with

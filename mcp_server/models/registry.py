@@ -44,6 +44,12 @@ class PrimitiveSetting(Restricted):
     description = models.TextField(blank=True, default="")
     # Tools only: replaces the code's annotations when set (snake_case or camelCase hints).
     annotations = models.JSONField(null=True, blank=True, encoder=CompactJSONEncoder)
+    # Tools only (curation, mcp_server.primitives.curated): the name clients see and call instead
+    # of the code's; arguments left out of the input schema, the handler's default applying
+    # (["name", ...]); arguments left out of it and always passed with a value ({"name": value}).
+    exposed_name = models.CharField(max_length=128, blank=True, default="")
+    hidden_arguments = models.JSONField(default=list, blank=True, encoder=CompactJSONEncoder)
+    fixed_arguments = models.JSONField(default=dict, blank=True, encoder=CompactJSONEncoder)
 
     class Meta:
         verbose_name = "registered primitive"

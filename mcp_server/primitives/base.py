@@ -64,6 +64,14 @@ def check_permissions(permissions: Any) -> tuple[str, ...]:
     return tuple(sorted(permissions))
 
 
+def check_groups(groups: Any) -> tuple[str, ...]:
+    """Django group names; a user must belong to one of them."""
+    if isinstance(groups, str) or not isinstance(groups, list | tuple | set | frozenset) \
+            or not all(isinstance(group, str) and group for group in groups):
+        raise ValueError(f"groups must be a list of Django group names, not {groups!r}")
+    return tuple(sorted(groups))
+
+
 def declared_asks(function: Any) -> frozenset[str]:
     """The parameters of ``function`` filled by declared asks (``Annotated[T, Resolve(...)]`` or an
     ask), which are not arguments (``mcp_server.asks``; recognized without importing it)."""

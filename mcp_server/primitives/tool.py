@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from ..invoke import accepts_keyword
 from .base import (
+    check_groups,
     check_icons,
     check_meta,
     check_permissions,
@@ -98,6 +99,14 @@ class Tool:
     # the tool is not listed, and a call is refused (over HTTP, 403 insufficient_scope).
     required_scopes: ClassVar[tuple[str, ...]] = ()
     permissions: ClassVar[tuple[str, ...]] = ()
+    # Django groups (names): when any, the user must belong to one of them (as for permissions).
+    groups: ClassVar[tuple[str, ...]] = ()
+    # Set by curation (mcp_server.curate, admin's overrides): arguments left out of the input
+    # schema, dropped from a call (the handler's default applies) or always passed with a value.
+    hidden_arguments: ClassVar[tuple[str, ...]] = ()
+    fixed_arguments: ClassVar[dict[str, Any]] = {}
+    # The tool a curated one was made from (None: not curated).
+    original: ClassVar[Any] = None
     # Put the call's arguments and result on its span (gen_ai.tool.call.arguments and .result),
     # redacted by MCP_SERVER["REDACTED_KEYS"] / REDACTION_POLICY; off by default, as they may
     # hold what a trace backend must not keep.
@@ -114,6 +123,7 @@ class Tool:
         cls.meta = check_meta(cls.meta)
         cls.required_scopes = check_required_scopes(cls.required_scopes)
         cls.permissions = check_permissions(cls.permissions)
+        cls.groups = check_groups(cls.groups)
         cls.task_only = _check_task_only(bool(cls.task_only), bool(cls.background))
         cls.capture = _check_capture(cls.capture)
 
@@ -133,6 +143,18 @@ class Tool:
         before any task exists), or None to go on. The handler then reads those answers from
         ``server_context.input_responses``. The default asks nothing."""
         return None
+
+    def bound(self, arguments: dict) -> dict:
+        """The arguments the handler gets: a curated tool's fixed ones set, its hidden ones dropped."""
+        if not self.hidden_arguments and not self.fixed_arguments:
+            return arguments
+        kept = {key: value for key, value in arguments.items() if key not in self.hidden_arguments}
+        return {**kept, **self.fixed_arguments}
+
+    def offered_in(self, tools: dict[str, Any]) -> bool:
+        """Whether a principal who sees ``tools`` is offered this tool (listed, callable): always,
+        unless a tool says otherwise (the tool search, past its threshold only)."""
+        return True
 
     @property
     def prepares(self) -> bool:
@@ -155,6 +177,7 @@ class Tool:
         task_only: bool = False,
         required_scopes: list[str] | tuple[str, ...] = (),
         permissions: list[str] | tuple[str, ...] = (),
+        groups: list[str] | tuple[str, ...] = (),
         capture: bool = False,
     ) -> Any:
         """A tool whose ``handler(arguments, server_context=...)`` gets the arguments dict.
@@ -168,7 +191,7 @@ class Tool:
                 description=description, icons=icons, input_schema=input_schema,
                 output_schema=output_schema, annotations=annotations, meta=meta,
                 background=background, task_only=task_only, required_scopes=required_scopes,
-                permissions=permissions, capture=capture,
+                permissions=permissions, groups=groups, capture=capture,
             )
 
         return build(handler) if handler is not None else build
@@ -221,6 +244,7 @@ class _FunctionTool(Tool):
         self.task_only = _check_task_only(bool(fields.get("task_only", False)), self.background)
         self.required_scopes = check_required_scopes(fields.get("required_scopes", ()))
         self.permissions = check_permissions(fields.get("permissions", ()))
+        self.groups = check_groups(fields.get("groups", ()))
         self.capture = _check_capture(fields.get("capture", False))
         self._arguments_as_dict = arguments_as_dict
         self._handler = function
@@ -243,6 +267,7 @@ def tool_from_function(
     task_only: bool = False,
     required_scopes: list[str] | tuple[str, ...] = (),
     permissions: list[str] | tuple[str, ...] = (),
+    groups: list[str] | tuple[str, ...] = (),
     capture: bool = False,
 ) -> Tool:
     """A tool whose function takes its arguments as keywords, schemas read from type hints."""
@@ -257,7 +282,7 @@ def tool_from_function(
         icons=icons, input_schema=schema, output_schema=output_schema,
         annotations=annotations, meta=meta, background=background, task_only=task_only,
         structured_output=output_schema is not None, required_scopes=required_scopes,
-        permissions=permissions, capture=capture,
+        permissions=permissions, groups=groups, capture=capture,
     )
 
 

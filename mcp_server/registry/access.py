@@ -41,6 +41,8 @@ class Grant:
     superuser: bool
     permissions: frozenset[str]
     group_ids: frozenset[int]
+    # Groups by name, for restrictions code declares (Tool.groups, mcp_server.curate).
+    group_names: frozenset[str] = frozenset()
 
 
 _grants: dict[Any, tuple[float, Grant | None]] = {}
@@ -88,10 +90,12 @@ def _load(user_id: Any) -> Grant | None:
     user = get_user_model().objects.filter(pk=user_id).first()
     if user is None:
         return None
+    groups = list(user.groups.values_list("id", "name"))
     return Grant(user_id=user_id, active=bool(getattr(user, "is_active", True)),
                  superuser=bool(getattr(user, "is_superuser", False)),
                  permissions=frozenset(user.get_all_permissions()),
-                 group_ids=frozenset(user.groups.values_list("id", flat=True)))
+                 group_ids=frozenset(pk for pk, _name in groups),
+                 group_names=frozenset(name for _pk, name in groups))
 
 
 def forget_grants() -> None:

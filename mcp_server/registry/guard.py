@@ -1,5 +1,6 @@
-"""Per-primitive OAuth scopes and Django permissions (``Tool(..., required_scopes=[...],
-permissions=[...])``, and the same on prompts, resources and resource templates).
+"""Per-primitive OAuth scopes, Django permissions and groups (``Tool(..., required_scopes=[...],
+permissions=[...], groups=[...])``, ``mcp_server.curate(tool, permission=..., groups=[...])``, and
+the same on prompts, resources and resource templates).
 
 A principal without them does not see the primitive in lists. Using it is refused: lacking a
 permission, it is unknown (as an entry an administrator restricted); lacking a scope, the request
@@ -39,7 +40,11 @@ class InsufficientScopeError(MCPError):
 
 
 def is_guarded(primitive: Any) -> bool:
-    return bool(getattr(primitive, "required_scopes", ()) or getattr(primitive, "permissions", ()))
+    return bool(getattr(primitive, "required_scopes", ()) or _needs_grant(primitive))
+
+
+def _needs_grant(primitive: Any) -> bool:
+    return bool(getattr(primitive, "permissions", ()) or getattr(primitive, "groups", ()))
 
 
 def lacking_scopes(primitive: Any, principal: Any) -> tuple[str, ...]:
@@ -52,12 +57,17 @@ def lacking_scopes(primitive: Any, principal: Any) -> tuple[str, ...]:
 
 
 def permitted(primitive: Any, grant: access.Grant | None) -> bool:
-    permissions = getattr(primitive, "permissions", ())
-    if not permissions:
+    """Whether ``grant`` holds every permission of ``primitive`` and, when it names groups, one
+    of them (a superuser holds everything)."""
+    permissions, groups = getattr(primitive, "permissions", ()), getattr(primitive, "groups", ())
+    if not permissions and not groups:
         return True
     if grant is None or not grant.active:
         return False
-    return grant.superuser or grant.permissions.issuperset(permissions)
+    if grant.superuser:
+        return True
+    return grant.permissions.issuperset(permissions) and (
+        not groups or not grant.group_names.isdisjoint(groups))
 
 
 async def grant_of(user_id: Any) -> access.Grant | None:
@@ -66,7 +76,7 @@ async def grant_of(user_id: Any) -> access.Grant | None:
 
 async def visible(registry: Any, principal: Any, user_id: Any) -> View:
     """What of ``registry`` the principal may see."""
-    needs_grant = any(getattr(primitive, "permissions", ())
+    needs_grant = any(_needs_grant(primitive)
                       for kind in KINDS for primitive in getattr(registry, kind).values())
     grant = await grant_of(user_id) if needs_grant else None
     view = View()
@@ -89,7 +99,7 @@ async def usable(server: Server, primitive: Any, kind: str, key: str, principal:
     :class:`InsufficientScopeError` when it lacks scopes."""
     if not server.guarded or not is_guarded(primitive):
         return True
-    if getattr(primitive, "permissions", ()) and not permitted(primitive, await grant_of(user_id)):
+    if _needs_grant(primitive) and not permitted(primitive, await grant_of(user_id)):
         return False
     lacking = lacking_scopes(primitive, principal)
     if lacking:

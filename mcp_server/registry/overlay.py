@@ -73,6 +73,21 @@ class RegistryOverlay:
         self._snapshot = None
         self._views.clear()
 
+    def known_tool(self, name: str) -> Any:
+        """The tool exposed as ``name`` to anyone, in the snapshot this process holds (None: no
+        snapshot yet, or no such tool): for what names a call's tool without a principal
+        (telemetry, timeouts), after the call was let through."""
+        snapshot = self._snapshot
+        entry = snapshot.entries["tools"].get(name) if snapshot is not None else None
+        return entry[0] if entry is not None else None
+
+    async def tool_named(self, name: str) -> Any:
+        """The tool exposed as ``name`` to anyone (None: none), from a current snapshot: what a
+        worker runs for a call a web process let through."""
+        snapshot = await self._current()
+        entry = snapshot.entries["tools"].get(name)
+        return entry[0] if entry is not None else None
+
     async def view_for(self, user_id: Any) -> View:
         """The registry as the Django user ``user_id`` (None: anonymous) may see it."""
         snapshot = await self._current()
@@ -135,13 +150,30 @@ class RegistryOverlay:
         kinds = {"tools": "tool", "prompts": "prompt", "resources": "resource",
                  "resource_templates": "resource_template"}
         entries: dict[str, dict[str, tuple[Any, access.Access | None]]] = {kind: {} for kind in KINDS}
+        renamed: list[tuple[Any, Any]] = []
         for kind, setting_kind in kinds.items():
             for key, primitive in list(getattr(server, kind).items()):
                 setting = settings.get((setting_kind, key))
                 if setting is None:
                     entries[kind][key] = (primitive, None)
                 elif setting.enabled:
-                    entries[kind][key] = (stored.overridden(primitive, setting), _rule(setting))
+                    try:
+                        shaped = stored.overridden(primitive, setting)
+                    except ValueError as exc:
+                        # Code changed under the administrator's curation: left out rather than
+                        # served without its fixed arguments or restriction.
+                        logger.error("%s is left out of the registry: %s", setting, exc)
+                        continue
+                    if kind == "tools" and shaped.name != key:
+                        renamed.append((shaped, setting))
+                    else:
+                        entries[kind][key] = (shaped, _rule(setting))
+        for shaped, setting in renamed:  # after every other tool: a name in use stays its tool's
+            if shaped.name in entries["tools"]:
+                logger.error("%s is left out of the registry: its exposed name %r is another tool's",
+                             setting, shaped.name)
+                continue
+            entries["tools"][shaped.name] = (shaped, _rule(setting))
         defined = ((StoredPrompt, "prompts", stored.prompt_of, "name"),
                    (StoredResource, "resources", stored.resource_of, "uri"),
                    (StoredResourceTemplate, "resource_templates", stored.resource_template_of,

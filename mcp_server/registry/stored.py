@@ -8,6 +8,7 @@ import copy
 import re
 from typing import Any
 
+from ..primitives.curated import curate
 from ..primitives.prompt import Prompt, PromptMessage, PromptResult
 from ..primitives.resource import Resource, ResourceTemplate
 from ..primitives.tool import Tool, tool_annotations
@@ -102,8 +103,14 @@ def resource_template_of(row: Any) -> ResourceTemplate:
 
 
 def overridden(primitive: Any, setting: Any) -> Any:
-    """``primitive`` as the setting shapes it (itself when the setting overrides nothing)."""
+    """``primitive`` as the setting shapes it (itself when the setting overrides nothing); raises
+    ValueError when a tool's curation no longer fits what code registers."""
     annotations = setting.annotations if isinstance(primitive, Tool) else None
+    if isinstance(primitive, Tool) and (setting.exposed_name or setting.hidden_arguments
+                                        or setting.fixed_arguments):
+        primitive = curate(primitive, name=setting.exposed_name or None,
+                           hidden_arguments=setting.hidden_arguments or (),
+                           fixed_arguments=setting.fixed_arguments or None)
     if not setting.title and not setting.description and annotations is None:
         return primitive
     shaped = copy.copy(primitive)

@@ -126,7 +126,8 @@ def operation_attributes(ctx: ServerContext, response: dict | None,
         attributes["mcp.protocol.version"] = version
     params = ctx.params if isinstance(ctx.params, dict) else {}
     name = params.get("name")
-    if ctx.method == methods.TOOLS_CALL and isinstance(name, str) and name in ctx.server.tools:
+    if ctx.method == methods.TOOLS_CALL and isinstance(name, str) \
+            and ctx.server.known_tool(name) is not None:
         attributes["gen_ai.tool.name"] = name
         attributes["gen_ai.operation.name"] = "execute_tool"
     elif ctx.method == methods.PROMPTS_GET and isinstance(name, str) and name in ctx.server.prompts:

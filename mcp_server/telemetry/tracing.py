@@ -173,7 +173,7 @@ def capturing_tool(ctx: ServerContext) -> str | None:
     if ctx.method != methods.TOOLS_CALL or not isinstance(ctx.params, dict):
         return None
     name = ctx.params.get("name")
-    tool = ctx.server.tools.get(name) if isinstance(name, str) else None
+    tool = ctx.server.known_tool(name) if isinstance(name, str) else None
     return name if tool is not None and getattr(tool, "capture", False) else None
 
 

@@ -14,6 +14,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -37,7 +38,9 @@ def try_tool(request: HttpRequest, name: str) -> HttpResponse:
     if not request.user.has_perm(PERMISSION):
         raise PermissionDenied
     server = get_server()
-    tool = server.tools.get(name)  # what code registers; the run sees what the user may see
+    # The tool as administrators curated it (exposed name, hidden and fixed arguments) when it is
+    # served, else what code registers (a disabled one, say); the run sees what the user may see.
+    tool = async_to_sync(server.tool_named)(name) or server.tools.get(name)
     if tool is None:
         raise Http404(f"No tool is registered as {name!r}")
     if request.method == "POST":

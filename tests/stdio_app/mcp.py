@@ -270,14 +270,15 @@ def background_confirm(action: str, server_context: ServerContext) -> str | Inpu
 
 
 @mcp_server.tool
-def shape_registry(kind: str, name: str, enabled: bool = True, permission: str = "") -> str:
+def shape_registry(kind: str, name: str, enabled: bool = True, permission: str = "",
+                   exposed_name: str = "") -> str:
     """Save an administrator's setting of a registered tool, prompt or resource through this
     process's ORM, as admin does: every process hears of it."""
     from mcp_server.models import PrimitiveSetting
 
     PrimitiveSetting.objects.update_or_create(
         server=mcp_server.get_server().name, kind=kind, name=name,
-        defaults={"enabled": enabled, "permission": permission})
+        defaults={"enabled": enabled, "permission": permission, "exposed_name": exposed_name})
     return "saved"
 
 

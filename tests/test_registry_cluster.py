@@ -9,6 +9,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from mcp_server.models import PrimitiveSetting, StoredSkill
+from project.demo.models import Ticket
 
 from .http_cluster import call_tool, cluster, events_until, new_session, open_stream, require_services
 from .http_harness import HTTPClient
@@ -74,35 +75,38 @@ def test_a_tool_disabled_on_one_process_is_gone_on_the_other(servers):
         PrimitiveSetting.objects.filter(name="echo").delete()
 
 
-def test_a_tool_renamed_and_restricted_is_seen_so_only_by_users_holding_the_permission(servers):
-    """Curation in admin: the exposed name and the restriction hold on every process, announced
-    live; the old name is unknown to everyone."""
+def test_a_generated_tool_renamed_and_restricted_is_seen_so_only_by_users_holding_the_permission(servers):
+    """Curation in admin of a tool generated from the demo's ViewSet: the exposed name and the
+    restriction hold on every process, announced live; the old name is unknown to everyone."""
     a, b = servers
     holder, other = User.objects.create_user("holder"), User.objects.create_user("other")
     holder.user_permissions.add(Permission.objects.get(codename="view_session",
                                                        content_type__app_label="mcp_server"))
+    Ticket.objects.create(title="The printer is on fire", owner=other)
     watcher = new_session(b.url)
     stream = open_stream(watcher, b.url)
     try:
         call_tool(new_session(a.url), a.url, "shape_registry",
-                  {"kind": "tool", "name": "add", "permission": "mcp_server.view_session",
-                   "exposed_name": "sum_numbers"})
+                  {"kind": "tool", "name": "ticket_list", "permission": "mcp_server.view_session",
+                   "exposed_name": "find_tickets"})
         events_until(stream, LIST_CHANGED)
         for url in (a.url, b.url):
-            assert not {"add", "sum_numbers"} & names(new_session(url), url)
-            assert not {"add", "sum_numbers"} & names(logged_in(other, url), url)
+            assert not {"ticket_list", "find_tickets"} & names(new_session(url), url)
+            assert not {"ticket_list", "find_tickets"} & names(logged_in(other, url), url)
             seen = names(logged_in(holder, url), url)
-            assert "sum_numbers" in seen and "add" not in seen
-        summed = logged_in(holder, b.url).request(
-            "tools/call", {"name": "sum_numbers", "arguments": {"a": 1, "b": 2}}, url=b.url)
-        assert summed.response["result"]["structuredContent"] == {"sum": 3}
-        for user, name in ((other, "sum_numbers"), (holder, "add")):
+            assert "find_tickets" in seen and "ticket_list" not in seen
+        found = logged_in(holder, b.url).request(
+            "tools/call", {"name": "find_tickets", "arguments": {"status": "open"}}, url=b.url)
+        results = found.response["result"]["structuredContent"]["results"]
+        assert [ticket["title"] for ticket in results] == ["The printer is on fire"]
+        for user, name in ((other, "find_tickets"), (holder, "ticket_list")):
             refused = logged_in(user, b.url).request(
-                "tools/call", {"name": name, "arguments": {"a": 1, "b": 2}}, url=b.url)
+                "tools/call", {"name": name, "arguments": {"status": "open"}}, url=b.url)
             assert refused.response["error"]["message"] == f"Tool not found: {name}"
     finally:
         stream.close()
-        PrimitiveSetting.objects.filter(name="add").delete()
+        PrimitiveSetting.objects.filter(name="ticket_list").delete()
+        Ticket.objects.all().delete()
 
 
 @pytest.mark.feature("SKILL-06")

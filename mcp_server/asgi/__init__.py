@@ -22,6 +22,7 @@ from ..http.daphne import (
     cut_off_slow_daphne_readers,
     drain_daphne_on_shutdown,
     refuse_oversized_daphne_bodies,
+    send_daphne_writes_at_once,
     skip_daphne_form_parsing,
 )
 from ..http.drain import Draining, chain_sigterm, drain
@@ -33,7 +34,8 @@ from .static import StaticFiles, serves_static
 __all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
            "drain_daphne_on_shutdown", "endpoint_path", "get_asgi_application", "install_daphne_hooks",
            "lifespan", "mcp_urlpatterns", "protected_resource_metadata_app",
-           "refuse_oversized_daphne_bodies", "serves_static", "session_auth", "skip_daphne_form_parsing",
+           "refuse_oversized_daphne_bodies", "send_daphne_writes_at_once", "serves_static", "session_auth",
+           "skip_daphne_form_parsing",
            "streamable_http_app"]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
@@ -57,10 +59,11 @@ def endpoint_path() -> str:
 
 
 def install_daphne_hooks(path: str) -> None:
-    """Under daphne: no form parsing of POST bodies, an oversized body to ``path`` refused while it
-    arrives, slow readers cut off, and a drain on SIGTERM (see ``mcp_server.http.daphne``).
-    Nothing under any other server; once per process."""
+    """Under daphne: no form parsing of POST bodies, no Nagle delay, an oversized body to ``path``
+    refused while it arrives, slow readers cut off, and a drain on SIGTERM (see
+    ``mcp_server.http.daphne``). Nothing under any other server; once per process."""
     skip_daphne_form_parsing()
+    send_daphne_writes_at_once()
     refuse_oversized_daphne_bodies(path)
     cut_off_slow_daphne_readers()
     drain_daphne_on_shutdown()

@@ -44,6 +44,43 @@ def skip_daphne_form_parsing() -> None:
     module.WebRequest = WebRequest
 
 
+def send_daphne_writes_at_once() -> None:
+    """Under daphne, turn Nagle's algorithm off on every connection it accepts (``TCP_NODELAY``).
+
+    Twisted leaves it on. A response written in more than one piece (an SSE event, then the next;
+    the last chunk of a chunked body) then waits, piece after piece, for the client's ACK of the
+    one before, which a client delays up to 40 ms: a tail of tens of milliseconds on small
+    requests that uvicorn, whose asyncio transports turn Nagle off, does not have. Call it from the
+    project's ASGI module; it does nothing when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.HTTPFactory, "_mcp_sends_at_once", False):
+        return
+    build_protocol = module.HTTPFactory.buildProtocol
+
+    def buildProtocol(factory: Any, addr: Any) -> Any:
+        protocol = build_protocol(factory, addr)
+        if protocol is not None:
+            protocol.makeConnection = _with_nodelay(protocol.makeConnection)
+        return protocol
+
+    module.HTTPFactory.buildProtocol = buildProtocol
+    module.HTTPFactory._mcp_sends_at_once = True
+
+
+def _with_nodelay(make_connection: Any) -> Any:
+    def makeConnection(transport: Any) -> None:
+        set_nodelay = getattr(transport, "setTcpNoDelay", None)
+        if set_nodelay is not None:  # a TCP connection (not a UNIX socket's)
+            try:
+                set_nodelay(True)
+            except OSError as error:  # the connection is already gone: nothing to speed up
+                logger.debug("TCP_NODELAY not set: %s", error)
+        make_connection(transport)
+
+    return makeConnection
+
+
 # How long a refused upload is still read (and dropped) after its 413, so that a client that sends
 # its whole body before reading the answer gets to read it; bounded, so one that never stops
 # sending cannot hold the connection.

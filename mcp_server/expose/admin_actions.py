@@ -87,7 +87,11 @@ def _action_tool(model: type[models.Model], model_admin: Any, site: Any, name: s
     found = model_admin.get_action(name)
     if found is None:
         raise ValueError(f"{type(model_admin).__name__} has no action {name!r}")
-    function, name, description = found
+    # Django 6.1 returns an Action (attributes; unpacking it is deprecated), earlier ones a tuple.
+    if isinstance(found, tuple):
+        function, name, description = found
+    else:
+        function, name, description = found.func, found.name, found.description
     plural = str(model._meta.verbose_name_plural)
     pk = model._meta.pk
     schema = {

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,7 +114,13 @@ def on_port(command: str, port: int) -> str:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel of this checkout, checked by twine."""
     out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+    # Built from a copy: the build writes its egg-info and build/ into the source tree, which
+    # another run of the suite on this checkout (CI's other leg) may be building at the same time.
+    source = tmp_path_factory.mktemp("source") / "checkout"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "node_modules", "*.egg-info", "build", "dist", "__pycache__", ".cache", "site",
+        "*.sqlite3*", "results", "var"))
+    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
                            capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
     require(built.returncode == 0 or "No matching distribution" not in built.stdout + built.stderr,
             "the package index (for the build's setuptools) is not reachable")

@@ -286,9 +286,9 @@ def reachable(url: str, default_port: int) -> bool:
         return False
 
 
-def fresh_postgres(admin_url: str) -> str:
-    """A new, empty database ``mcp_bench`` on the server of ``admin_url``; returns its URL."""
-    return services.fresh_postgres(admin_url, POSTGRES_DATABASE)
+def fresh_postgres(admin_url: str, database: str = POSTGRES_DATABASE) -> str:
+    """A new, empty ``database`` (``mcp_bench``) on the server of ``admin_url``; returns its URL."""
+    return services.fresh_postgres(admin_url, database)
 
 
 def flush_redis(url: str) -> None:
@@ -408,7 +408,9 @@ def main() -> int:
                         help="the background row's Celery worker pool (solo: one process, one call at "
                              "a time; the others get --concurrency of the highest concurrency)")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
-                        help="an admin URL of the PostgreSQL server; a database mcp_bench is made afresh")
+                        help="an admin URL of the PostgreSQL server; a database --database is made afresh")
+    parser.add_argument("--database", default=POSTGRES_DATABASE,
+                        help=f"made afresh for the PostgreSQL + Redis rows ({POSTGRES_DATABASE})")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="a Redis database the run may flush")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (server logs)")
@@ -439,7 +441,8 @@ def main() -> int:
     postgres_url = redis_url = None
     if reachable(args.postgres_url, 5432) and reachable(args.redis_url, 6379):
         # The background row makes a database of its own: alone, it leaves mcp_bench as it is.
-        postgres_url = fresh_postgres(args.postgres_url) if parts - {"background"} else args.postgres_url
+        postgres_url = fresh_postgres(args.postgres_url, args.database) if parts - {"background"} \
+            else args.postgres_url
         redis_url = args.redis_url
     else:
         notes.append(f"PostgreSQL ({args.postgres_url}) or Redis ({args.redis_url}) unreachable: "

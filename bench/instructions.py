@@ -76,6 +76,8 @@ def main() -> int:
         parser.error("--calls must be a multiple of --concurrency")
     if (args.reference or args.floor) and args.env:
         parser.error("--env sets our server's environment: not with --reference or --floor")
+    if args.reference and args.asgi_server != "daphne":
+        parser.error("--asgi-server is for ours or the floor: the SDK's server runs uvicorn itself")
     env = dict(item.split("=", 1) for item in args.env)
     checkout = args.checkout.resolve()
     python = str(checkout / ".venv" / "bin" / "python")

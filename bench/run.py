@@ -25,6 +25,14 @@ of the server process and its threads, from /proc/<pid>/stat) and peak memory (V
 each row), with the ratio ours/theirs. A benchmark, not a test: it prints numbers, it never fails
 on speed. Needs ``wrk`` (Debian: ``apt-get install wrk``), PostgreSQL and Redis for the
 PostgreSQL + Redis rows (skipped with a note when unreachable).
+
+``--instructions`` adds, beside each row's timed columns, its instructions per request (or per
+session) counted under valgrind (``bench/rowcounts.py``, on ``bench/counting.py``: the row's server
+started again under callgrind, ``--instruction-calls`` calls), the ratio ours/theirs, the bare
+ASGI floor under the same ASGI server (``bench/floor_app.py``) and ours above it. Rows at c=64 are
+not counted. Needs valgrind; it adds a few minutes per server:
+
+    bench/run --only stateless stateful modern sessions --concurrency 1 16 --instructions
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ sys.path.insert(0, str(HERE))
 
 import background  # noqa: E402
 import rawhttp  # noqa: E402
+import rowcounts  # noqa: E402
 import services  # noqa: E402
 import streams  # noqa: E402
 
@@ -211,6 +220,8 @@ class Row:
     services_us: float | None = None
     errors: int = 0
     note: str = ""
+    instructions: float | None = None  # per request (or session), with --instructions
+    floor: float | None = None         # the bare ASGI application's, under the same ASGI server
 
 
 MODERN_SECTION = "tools/call, 2026-07-28 lifecycle (no session, the _meta envelope)"
@@ -275,9 +286,9 @@ def reachable(url: str, default_port: int) -> bool:
         return False
 
 
-def fresh_postgres(admin_url: str) -> str:
-    """A new, empty database ``mcp_bench`` on the server of ``admin_url``; returns its URL."""
-    return services.fresh_postgres(admin_url, POSTGRES_DATABASE)
+def fresh_postgres(admin_url: str, database: str = POSTGRES_DATABASE) -> str:
+    """A new, empty ``database`` (``mcp_bench``) on the server of ``admin_url``; returns its URL."""
+    return services.fresh_postgres(admin_url, database)
 
 
 def flush_redis(url: str) -> None:
@@ -340,14 +351,17 @@ def number(value: float | None, digits: int = 0) -> str:
 def table(rows: list[Row]) -> list[str]:
     lines = []
     sections = list(dict.fromkeys(row.section for row in rows))
+    counted = any(row.instructions is not None for row in rows)
     for section in sections:
         in_section = [row for row in rows if row.section == section]
         unit = "sessions/s" if section.startswith("sessions") else "req/s"
         per = "session" if unit == "sessions/s" else "req"
         lines += ["", f"### {section}", "",
                   f"| server | conc. | {unit} | p50 ms | p99 ms | CPU µs/{per} | peak MiB | errors "
-                  f"| ours/theirs: {unit} | p50 | p99 | CPU | peak mem | PG+Redis CPU µs/{per} |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  f"| ours/theirs: {unit} | p50 | p99 | CPU | peak mem | PG+Redis CPU µs/{per} |"
+                  + (f" instr./{per} | instr. ours/theirs | floor | ours above floor |" if counted else ""),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                  + "---:|---:|---:|---:|" * counted]
         for row in in_section:
             theirs = next((r for r in in_section if r.config.side == "theirs"
                            and r.concurrency == row.concurrency), None)
@@ -360,7 +374,8 @@ def table(rows: list[Row]) -> list[str]:
                 f"| {ratio(row.p99_ms, theirs.p99_ms) if mine else ''} "
                 f"| {ratio(row.cpu_us, theirs.cpu_us) if mine else ''} "
                 f"| {ratio(row.peak_mib, theirs.peak_mib) if mine else ''} "
-                f"| {number(row.services_us)} |")
+                f"| {number(row.services_us)} |"
+                + ("".join(f" {cell} |" for cell in rowcounts.columns(row, theirs)) if counted else ""))
     return lines
 
 
@@ -393,15 +408,31 @@ def main() -> int:
                         help="the background row's Celery worker pool (solo: one process, one call at "
                              "a time; the others get --concurrency of the highest concurrency)")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
-                        help="an admin URL of the PostgreSQL server; a database mcp_bench is made afresh")
+                        help="an admin URL of the PostgreSQL server; a database --database is made afresh")
+    parser.add_argument("--database", default=POSTGRES_DATABASE,
+                        help=f"made afresh for the PostgreSQL + Redis rows ({POSTGRES_DATABASE})")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="a Redis database the run may flush")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (server logs)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each row's instructions per request under valgrind "
+                             f"(bench/counting.py; rows above c={rowcounts.MAX_CONCURRENCY} are not "
+                             "counted), with the bare ASGI floor under the same server")
+    parser.add_argument("--instruction-calls", type=int, default=96,
+                        help="calls counted per row with --instructions (a multiple of 16; 96)")
+    parser.add_argument("--instruction-sessions", type=int, default=32,
+                        help="whole sessions counted in the sessions row with --instructions (32)")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("bench/run needs wrk, the HTTP load generator: on Debian or Ubuntu `apt-get install wrk`",
               file=sys.stderr)
         return 2
+    if args.instructions and shutil.which("valgrind") is None:
+        print("bench/run --instructions needs valgrind: apt-get install valgrind", file=sys.stderr)
+        return 2
+    if args.instructions and (args.instruction_calls % 16 or args.instruction_sessions % SESSION_CONCURRENCY):
+        parser.error(f"--instruction-calls must be a multiple of 16, --instruction-sessions of "
+                     f"{SESSION_CONCURRENCY}")
     raise_fd_limit()
     parts = set(args.only or ("stateless", "stateful", "modern", "sessions", "streams", "background"))
     workdir = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
@@ -410,7 +441,8 @@ def main() -> int:
     postgres_url = redis_url = None
     if reachable(args.postgres_url, 5432) and reachable(args.redis_url, 6379):
         # The background row makes a database of its own: alone, it leaves mcp_bench as it is.
-        postgres_url = fresh_postgres(args.postgres_url) if parts - {"background"} else args.postgres_url
+        postgres_url = fresh_postgres(args.postgres_url, args.database) if parts - {"background"} \
+            else args.postgres_url
         redis_url = args.redis_url
     else:
         notes.append(f"PostgreSQL ({args.postgres_url}) or Redis ({args.redis_url}) unreachable: "
@@ -430,6 +462,9 @@ def main() -> int:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, wrk: "
           f"{subprocess.run(['wrk', '-v'], capture_output=True, text=True).stdout.split()[1]}",
           file=sys.stderr)
+
+    counter = rowcounts.Counter(ROOT, args.instruction_calls, args.instruction_sessions, MODERN_SECTION,
+                                log=lambda line: print(line, file=sys.stderr))
 
     def start(config: Config) -> Server:
         for command in config.prepare:
@@ -470,6 +505,8 @@ def main() -> int:
                               f"{row.errors} errors", file=sys.stderr)
                 finally:
                     server.stop()
+                if args.instructions:
+                    counter.attach(config, [row for row in rows if row.config is config])
             if "streams" in parts and config.mode == "stateful" and not extra:
                 server = start(config)
                 try:

@@ -19,7 +19,6 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connections, transaction
 from django.http import HttpRequest, QueryDict
 from rest_framework.renderers import JSONRenderer
-from rest_framework.test import force_authenticate
 
 from mcp_protocol.content import Text
 
@@ -78,7 +77,9 @@ def dispatch(view: Callable, request: ToolRequest, principal: Any, view_kwargs: 
     Without a user the view authenticates the request itself, which carries no credential: it
     is anonymous, and a permission that needs a user says that credentials were not provided."""
     if request.user.is_authenticated:
-        force_authenticate(request, user=request.user, token=principal)
+        # What rest_framework.test.force_authenticate sets, which DRF's Request reads; that module
+        # would import django.test (its test client and runner) into every web process.
+        request._force_auth_user, request._force_auth_token = request.user, principal
     with contextlib.ExitStack() as stack:
         # As Django's handler does (BaseHandler.make_view_atomic), for every database that asks.
         skipped = getattr(view, "_non_atomic_requests", set())

@@ -28,12 +28,19 @@ class UnixTransport(StringTransport):
 
 @pytest.fixture
 def http_protocol():
+    """daphne's module as daphne makes it: an application built earlier in this process may have
+    installed the hook already; it is taken off for the test and put back after it."""
     module = importlib.import_module("daphne.http_protocol")
-    original = module.HTTPFactory.__dict__["buildProtocol"]
+    factory = module.HTTPFactory
+    installed = factory.__dict__["buildProtocol"], factory.__dict__.get("_mcp_sends_at_once")
+    factory.buildProtocol = getattr(installed[0], "__wrapped__", installed[0])
+    factory._mcp_sends_at_once = False
     yield module
-    module.HTTPFactory.buildProtocol = original
-    if "_mcp_sends_at_once" in module.HTTPFactory.__dict__:
-        del module.HTTPFactory._mcp_sends_at_once
+    factory.buildProtocol = installed[0]
+    if installed[1] is None:
+        del factory._mcp_sends_at_once
+    else:
+        factory._mcp_sends_at_once = installed[1]
 
 
 def connect(module, transport: StringTransport):

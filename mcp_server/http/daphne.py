@@ -4,6 +4,7 @@ project's ASGI module calls nothing); ``mcp_server.asgi`` exports them too."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import io
 import logging
@@ -58,6 +59,7 @@ def send_daphne_writes_at_once() -> None:
         return
     build_protocol = module.HTTPFactory.buildProtocol
 
+    @functools.wraps(build_protocol)
     def buildProtocol(factory: Any, addr: Any) -> Any:
         protocol = build_protocol(factory, addr)
         if protocol is not None:

@@ -28,19 +28,11 @@ class UnixTransport(StringTransport):
 
 @pytest.fixture
 def http_protocol():
-    """daphne's module as daphne makes it: an application built earlier in this process may have
-    installed the hook already; it is taken off for the test and put back after it."""
+    """daphne's module with the hook installed (by this test, or by an application built earlier
+    in the process: other hooks wrap the same factory, so it is not taken off again)."""
     module = importlib.import_module("daphne.http_protocol")
-    factory = module.HTTPFactory
-    installed = factory.__dict__["buildProtocol"], factory.__dict__.get("_mcp_sends_at_once")
-    factory.buildProtocol = getattr(installed[0], "__wrapped__", installed[0])
-    factory._mcp_sends_at_once = False
-    yield module
-    factory.buildProtocol = installed[0]
-    if installed[1] is None:
-        del factory._mcp_sends_at_once
-    else:
-        factory._mcp_sends_at_once = installed[1]
+    send_daphne_writes_at_once()
+    return module
 
 
 def connect(module, transport: StringTransport):
@@ -50,11 +42,9 @@ def connect(module, transport: StringTransport):
 
 
 def test_a_connection_daphne_accepts_sends_without_waiting(http_protocol):
-    untouched = TCPTransport()
-    connect(http_protocol, untouched)
-    assert untouched.nodelay is None  # Twisted's default: Nagle on
-    send_daphne_writes_at_once()
+    wrapped = http_protocol.HTTPFactory.__dict__["buildProtocol"]
     send_daphne_writes_at_once()  # once per process: a second call wraps nothing again
+    assert http_protocol.HTTPFactory.__dict__["buildProtocol"] is wrapped
     transport = TCPTransport()
     protocol = connect(http_protocol, transport)
     assert transport.nodelay is True
@@ -64,7 +54,6 @@ def test_a_connection_daphne_accepts_sends_without_waiting(http_protocol):
 
 
 def test_a_connection_without_tcp_is_served_as_before(http_protocol):
-    send_daphne_writes_at_once()
     transport = UnixTransport()
     connect(http_protocol, transport)
     assert transport.connected

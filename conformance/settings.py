@@ -36,8 +36,15 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Tool calls run on worker threads next to the event loop: wait for a lock, don't fail.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+    # Tool calls run on worker threads next to the event loop, beside the audit writer: as the
+    # demo project, WAL, and the write lock taken when a transaction starts, so that writers
+    # queue on the busy timeout instead of one failing with "database is locked" when a read
+    # transaction upgrades to a write (a subscribe's get_or_create did, under load).
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL")

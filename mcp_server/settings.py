@@ -161,6 +161,11 @@ DEFAULTS: dict[str, Any] = {
     # The path of the health check a load balancer polls, served by mcp_server.asgi's application
     # in every process: 200 while it serves, 503 once it drains (None: no health check).
     "HEALTH_CHECK_PATH": "/healthz",
+    # Once mcp_server.asgi's application is built, what start-up loaded (modules, settings, the
+    # registry) is set outside the cyclic garbage collector's reach (gc.freeze), so that its full
+    # collections walk only what requests made, not the whole process (docs/performance.md, "The
+    # tail at concurrency 1"). False leaves the collector as Python sets it.
+    "FREEZE_STARTUP_OBJECTS": True,
 
     # Fair share: what one client may hold at once (None: no limit). Past a limit the client gets
     # HTTP 429 with Retry-After (docs/production.md, "Limits").

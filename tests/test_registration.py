@@ -577,7 +577,9 @@ def test_every_setting_is_covered_here():
                "QUERY_MAX_ROWS", "QUERY_MAX_BYTES", "QUERY_SESSION_MAX_ROWS", "QUERY_SESSION_MAX_BYTES",
                "QUERY_BUDGET_CACHE", "QUERY_STATEMENT_TIMEOUT", "QUERY_DATABASE",
                # tests/test_tool_search.py.
-               "TOOL_SEARCH"}
+               "TOOL_SEARCH",
+               # tests/test_startup_objects.py.
+               "FREEZE_STARTUP_OBJECTS"}
     assert covered == set(DEFAULTS)
 
 

@@ -25,18 +25,21 @@ from ..http.daphne import (
     send_daphne_writes_at_once,
     skip_daphne_form_parsing,
 )
+from ..http.daphne_reaping import reap_finished_daphne_requests
 from ..http.drain import Draining, chain_sigterm, drain
 from ..settings import mcp_settings
 from .body_limit import BodyLimit
 from .endpoint import SessionAuth, protected_resource_metadata_app, session_auth, streamable_http_app
+from .startup_objects import freeze_startup_objects
 from .static import StaticFiles, serves_static
 
 __all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
-           "drain_daphne_on_shutdown", "endpoint_path", "get_asgi_application", "install_daphne_hooks",
-           "lifespan", "mcp_urlpatterns", "protected_resource_metadata_app",
-           "refuse_oversized_daphne_bodies", "send_daphne_writes_at_once", "serves_static", "session_auth",
-           "skip_daphne_form_parsing",
-           "streamable_http_app"]
+           "drain_daphne_on_shutdown", "endpoint_path", "freeze_startup_objects",
+           "get_asgi_application",
+           "install_daphne_hooks", "lifespan", "mcp_urlpatterns",
+           "protected_resource_metadata_app", "reap_finished_daphne_requests",
+           "refuse_oversized_daphne_bodies", "send_daphne_writes_at_once", "serves_static",
+           "session_auth", "skip_daphne_form_parsing", "streamable_http_app"]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 
@@ -60,13 +63,15 @@ def endpoint_path() -> str:
 
 def install_daphne_hooks(path: str) -> None:
     """Under daphne: no form parsing of POST bodies, no Nagle delay, an oversized body to ``path``
-    refused while it arrives, slow readers cut off, and a drain on SIGTERM (see
-    ``mcp_server.http.daphne``). Nothing under any other server; once per process."""
+    refused while it arrives, slow readers cut off, a drain on SIGTERM (see
+    ``mcp_server.http.daphne``), and finished requests forgotten at once
+    (``mcp_server.http.daphne_reaping``). Nothing under any other server; once per process."""
     skip_daphne_form_parsing()
     send_daphne_writes_at_once()
     refuse_oversized_daphne_bodies(path)
     cut_off_slow_daphne_readers()
     drain_daphne_on_shutdown()
+    reap_finished_daphne_requests()
 
 
 def mcp_urlpatterns(path: str | None = None) -> list[Any]:
@@ -114,7 +119,9 @@ async def lifespan(scope: dict, receive: Any, send: Any) -> None:
 def get_asgi_application(django_app: Any = None) -> Any:
     """The project's whole ASGI application: :func:`mcp_urlpatterns`, then the static files when
     :func:`serves_static`, then ``django_app`` (default: Django's own, which sets Django up);
-    with the health check and the drain on SIGTERM (:class:`Draining`, :func:`lifespan`)."""
+    with the health check and the drain on SIGTERM (:class:`Draining`, :func:`lifespan`); what
+    start-up loaded is then frozen out of the garbage collector's walks
+    (:func:`freeze_startup_objects`)."""
     import django
     from django.apps import apps
 
@@ -129,7 +136,9 @@ def get_asgi_application(django_app: Any = None) -> Any:
     from django.urls import re_path
 
     site = StaticFiles(django_app) if serves_static() else django_app
-    return ProtocolTypeRouter({
+    application = ProtocolTypeRouter({
         "http": Draining(URLRouter([*mcp_urlpatterns(), re_path(r"", site)])),
         "lifespan": lifespan,
     })
+    freeze_startup_objects()
+    return application

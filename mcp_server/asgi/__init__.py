@@ -35,8 +35,7 @@ from .static import StaticFiles, serves_static
 
 __all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
            "drain_daphne_on_shutdown", "endpoint_path", "freeze_startup_objects",
-           "get_asgi_application",
-           "install_daphne_hooks", "lifespan", "mcp_urlpatterns",
+           "get_asgi_application", "install_daphne_hooks", "lifespan", "mcp_urlpatterns",
            "protected_resource_metadata_app", "reap_finished_daphne_requests",
            "refuse_oversized_daphne_bodies", "send_daphne_writes_at_once", "serves_static",
            "session_auth", "skip_daphne_form_parsing", "streamable_http_app"]

@@ -157,14 +157,15 @@ class DaphneServer(ChildProcess):
 
     @property
     def serving_pid(self) -> int:
-        """The process that runs the application: granian's worker (its main process forks it
-        once listening), else the process started."""
-        if self.server != "granian":
+        """The process that runs the application: the one worker process of granian and hypercorn
+        (their main process starts it once listening), else the process started."""
+        if self.server not in ("granian", "hypercorn"):
             return self.process.pid
         deadline = time.monotonic() + PATIENCE
-        while not (workers := children_of(self.process.pid)):
+        while not (workers := [pid for pid in children_of(self.process.pid)
+                               if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]):
             if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError(f"granian started no worker:\n{self.log}")
+                raise RuntimeError(f"{self.server} started no worker:\n{self.log}")
             time.sleep(0.05)
         assert len(workers) == 1, workers
         return workers[0]

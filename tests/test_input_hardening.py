@@ -355,7 +355,7 @@ def upload(port: int, path: str, head: dict, chunks: int, chunked: bool, on_the_
 def test_an_oversized_upload_is_refused_without_being_held(server, chunked):
     client = Client(server.url)
     client.initialize()
-    pid = server.process.pid
+    pid = server.serving_pid
     assert client.request("ping").response["result"] == {}
     reset_peak(pid)
     before = memory(pid)["VmRSS"]

@@ -1,8 +1,8 @@
 """The endpoint's body limit at the ASGI layer, under any server.
 
-uvicorn and hypercorn hand the body to the application as it arrives (and stop reading the socket
-while the application does not ask for more), so counting it there refuses an oversized upload
-without holding it. daphne holds the whole body before the application sees it: there the daphne
+uvicorn, granian and hypercorn hand the body to the application as it arrives (and stop reading
+the socket while the application does not ask for more), so counting it there refuses an oversized
+upload without holding it. daphne holds the whole body before the application sees it: there the daphne
 hook (``mcp_server.http.daphne.refuse_oversized_daphne_bodies``) refuses it first, and this layer
 never sees too much.
 """

@@ -105,10 +105,11 @@ class DaphneServer(ChildProcess):
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
                  log_path: Path | None = None, application: str = "project.asgi:application",
-                 server: str = "daphne", port: int | None = None, wait: bool = True):
+                 server: str = "daphne", port: int | None = None, wait: bool = True,
+                 server_args: tuple[str, ...] = ()):
         # ``port``: chosen beforehand when the settings must name it (the protected demo's URL).
         # ``wait=False``: return once started; the caller calls ``wait_until_listening()`` (so that
-        # several processes start side by side).
+        # several processes start side by side). ``server_args``: more options for the server.
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path or Path(f"/tmp/mcp-daphne-{self.port}.log")
@@ -134,7 +135,7 @@ class DaphneServer(ChildProcess):
                                "--host", "127.0.0.1", "--port", str(self.port), application],
                    "runserver": ["manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]}[server]
         self.process = subprocess.Popen(
-            [sys.executable, *command],
+            [sys.executable, *command, *server_args],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         if wait:

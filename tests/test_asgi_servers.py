@@ -1,7 +1,7 @@
 """What each ASGI server keeps of the endpoint's protections, on a real process (daphne, uvicorn,
 hypercorn, granian serving ``get_asgi_application()``): the Host and Origin checks, a header block
 too large refused before the application, Nagle's algorithm off on every connection, and a client
-that goes away cancelling its 2026-07-28 call.
+that goes away cancelling its 2026-07-28 call; and each of granian's workers draining on SIGTERM.
 
 The body limit, the slow reader and the drain on SIGTERM are tested under each server where they
 live (``test_input_hardening``, ``test_http_limits``, ``test_rolling_restart``).
@@ -13,12 +13,14 @@ import contextlib
 import ctypes
 import json
 import os
+import signal
 import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
+from .http_harness import children_of
 from .http_support import error_of, running
 from .modern_support import MODERN, envelope, modern_headers
 from .waiting import PATIENCE, wait_until
@@ -135,3 +137,35 @@ def test_a_client_that_goes_away_cancels_its_modern_call(server, transactional_d
     sock.close()
     wait_until(lambda: "progress_then_wait_for_cancel of request 'gone-1' saw the cancellation"
                in server.log, PATIENCE, "the call cancelled")
+
+
+# granian's workers -----------------------------------------------------------------------------
+def test_each_of_granians_workers_drains_on_sigterm(django_db_setup, django_db_blocker, transactional_db):
+    """``granian --workers 2``: SIGTERM to its main process reaches every worker, and the one
+    serving a call lets it finish (each progress notification, then the result) before it exits."""
+    with running(django_db_blocker, server="granian", server_args=("--workers", "2")) as server:
+        wait_until(lambda: len(children_of(server.process.pid)) == 2, PATIENCE, "two workers")
+        message = {"jsonrpc": "2.0", "id": "drained", "method": "tools/call", "params": {
+            "name": "slow_count", "arguments": {"count": 6, "delay": 0.5},
+            "_meta": {**envelope(), "progressToken": "p"}}}
+        check_client_message(message, MODERN)
+        body = json.dumps(message).encode()
+        headers = {**modern_headers(message), "host": f"127.0.0.1:{server.port}",
+                   "content-length": str(len(body))}
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as sock:
+            sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+            seen = b""
+            while b"notifications/progress" not in seen:
+                chunk = sock.recv(65536)
+                assert chunk, seen
+                seen += chunk
+            server.process.send_signal(signal.SIGTERM)
+            while chunk := sock.recv(65536):
+                seen += chunk
+        assert server.process.wait(PATIENCE) == 0, server.log
+        events = [json.loads(line[len(b"data: "):]) for line in seen.split(b"\n")
+                  if line.startswith(b"data: {")]
+        assert [event["params"]["progress"] for event in events[:-1]] == [1, 2, 3, 4, 5, 6]
+        assert events[-1]["result"]["content"][0]["text"] == "Counted to 6"
+        assert server.log.count("drained") == 2, server.log

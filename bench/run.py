@@ -20,11 +20,16 @@ drives both with the same load:
 - the overhead of a background tool call (a Celery worker) against the same tool inline, ours
   against ours (the official SDK has no background calls): ``bench/background.py``.
 
+Ours runs under uvicorn and under granian too (``ours-stateless-uvicorn``, ``ours-pg-uvicorn``,
+``ours-stateless-granian``, ``ours-pg-granian``; ``--servers`` picks rows), to tell the ASGI
+server's share apart.
+
 Per row: requests per second, p50/p99 latency (wrk's), server CPU time per request (utime + stime
-of the server process and its threads, from /proc/<pid>/stat) and peak memory (VmHWM, reset before
-each row), with the ratio ours/theirs. A benchmark, not a test: it prints numbers, it never fails
-on speed. Needs ``wrk`` (Debian: ``apt-get install wrk``), PostgreSQL and Redis for the
-PostgreSQL + Redis rows (skipped with a note when unreachable).
+of the server process and its threads, from /proc/<pid>/stat; under granian, of its worker
+process) and peak memory (VmHWM, reset before each row), with the ratio ours/theirs. A benchmark,
+not a test: it prints numbers, it never fails on speed. Needs ``wrk`` (Debian: ``apt-get install
+wrk``), PostgreSQL and Redis for the PostgreSQL + Redis rows (skipped with a note when
+unreachable).
 
 ``--instructions`` adds, beside each row's timed columns, its instructions per request (or per
 session) counted under valgrind (``bench/rowcounts.py``, on ``bench/counting.py``: the row's server

@@ -55,6 +55,9 @@ class ServerSpec:
     argv: list[str]                 # "{port}" is replaced by the port the server listens on
     cwd: Path
     env: dict[str, str] = field(default_factory=dict)  # on top of os.environ
+    # The requests are served by the process's worker child (granian's, which it spawns), not by
+    # the process started: that child is the one counted.
+    serves_in_child: bool = False
 
 
 # Servers -------------------------------------------------------------------------------------
@@ -64,7 +67,26 @@ def asgi_argv(python: str, asgi_server: str, application: str) -> list[str]:
     if asgi_server == "uvicorn":
         return [python, "-m", "uvicorn", "--no-access-log", "--log-level", "warning", "--lifespan", "off",
                 "--host", HOST, "--port", "{port}", application]
-    raise ValueError(f"unknown ASGI server {asgi_server!r} (daphne or uvicorn)")
+    if asgi_server == "granian":
+        # One worker process (granian's main process serves nothing itself), spawned rather than
+        # forked so that callgrind can count it (granian_main.py); the asyncio loop (uvloop is not
+        # installed, as for uvicorn); lifespan off as for uvicorn.
+        return [python, str(HERE / "granian_main.py"), "--interface", "asginl", "--workers", "1",
+                "--loop", "asyncio", "--no-access-log", "--log-level", "warning",
+                "--host", HOST, "--port", "{port}", application]
+    raise ValueError(f"unknown ASGI server {asgi_server!r} (daphne, uvicorn or granian)")
+
+
+ASGI_SERVERS = ("daphne", "uvicorn", "granian")
+
+
+def serves_in_child(argv: list[str]) -> bool:
+    """Whether ``argv`` is granian's, whose worker process serves (granian_main.py)."""
+    return any(part.endswith("granian_main.py") for part in argv)
+
+
+def server_spec(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> ServerSpec:
+    return ServerSpec(argv, cwd, env or {}, serves_in_child=serves_in_child(argv))
 
 
 def ours(checkout: Path, *, stateless: bool, env: dict[str, str], postgres: str, redis: str,
@@ -84,7 +106,7 @@ def ours(checkout: Path, *, stateless: bool, env: dict[str, str], postgres: str,
         child_env["REDIS_URL"] = redis
     subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=checkout,
                    env={**os.environ, **child_env}, check=True)
-    return ServerSpec(asgi_argv(python, asgi_server, "project.asgi:application"), checkout, child_env)
+    return server_spec(asgi_argv(python, asgi_server, "project.asgi:application"), checkout, child_env)
 
 
 def reference(python: str, stateful: bool) -> ServerSpec:
@@ -95,7 +117,7 @@ def reference(python: str, stateful: bool) -> ServerSpec:
 
 def floor(python: str, asgi_server: str) -> ServerSpec:
     """The bare ASGI application of ``bench/floor_app.py`` under the same ASGI server."""
-    return ServerSpec(asgi_argv(python, asgi_server, "floor_app:application"), HERE)
+    return server_spec(asgi_argv(python, asgi_server, "floor_app:application"), HERE)
 
 
 # Requests ------------------------------------------------------------------------------------
@@ -192,9 +214,23 @@ def wait_listening(port: int, process: subprocess.Popen, timeout: float = 300) -
     raise RuntimeError(f"nothing listened on {port} within {timeout:g} s")
 
 
-def control(server: subprocess.Popen, *arguments: str) -> None:
-    subprocess.run(["callgrind_control", *arguments, str(server.pid)], check=True,
+def control(pid: int, *arguments: str) -> None:
+    subprocess.run(["callgrind_control", *arguments, str(pid)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def worker_child(pid: int, timeout: float = 300) -> int:
+    """The worker process ``pid`` spawned (multiprocessing's), once it has: the parent listens
+    before it spawns its worker."""
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                   if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+        if len(workers) == 1:
+            return workers[0]
+        if len(workers) > 1 or time.monotonic() > deadline:
+            raise RuntimeError(f"expected one worker process of {pid}, found {workers}")
+        time.sleep(0.2)
 
 
 def totals(paths: list[Path]) -> int:
@@ -202,9 +238,9 @@ def totals(paths: list[Path]) -> int:
                for match in re.finditer(r"^totals: (\d+)", path.read_text(errors="replace"), re.M))
 
 
-def dump(server: subprocess.Popen, folder: Path, seen: set[Path]) -> int:
+def dump(pid: int, folder: Path, seen: set[Path]) -> int:
     """Dump the counts since the last dump (callgrind then starts from zero); their total."""
-    control(server, "-d")
+    control(pid, "-d")
     deadline = time.monotonic() + 60
     while not (new := sorted(set(folder.glob("callgrind.out.*")) - seen)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -226,26 +262,28 @@ def measure(spec: ServerSpec, phases: list[Phase], keep: Path | None = None) -> 
     argv = [part.replace("{port}", str(port)) for part in spec.argv]
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-         f"--callgrind-out-file={folder / 'callgrind.out'}", *argv],
+         *(["--trace-children=yes"] if spec.serves_in_child else []),
+         f"--callgrind-out-file={folder / 'callgrind.out.%p'}", *argv],
         cwd=spec.cwd, env={**os.environ, "PYTHONHASHSEED": "0", **spec.env},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     counted: list[int] = []
     seen: set[Path] = set()
     try:
         wait_listening(port, server)
+        counted_pid = worker_child(server.pid) if spec.serves_in_child else server.pid
         url = f"http://{HOST}:{port}/mcp"
         for number, phase in enumerate(phases):
             opened = lanes(url, phase)
             try:
                 warmup = WARMUP_SESSIONS if phase.kind == "sessions" else WARMUP_CALLS
                 work(url, opened[0], phase.kind, 100_000, warmup)  # not counted
-                control(server, "-i", "on")
+                control(counted_pid, "-i", "on")
                 run_phase(url, phase, opened, 1 + number * 100_000 * 10)
-                control(server, "-i", "off")
+                control(counted_pid, "-i", "off")
             finally:
                 for lane in opened:
                     lane.client.close()
-            counted.append(dump(server, folder, seen))
+            counted.append(dump(counted_pid, folder, seen))
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(120)

@@ -1,6 +1,6 @@
 """The floor of the instruction counts: a bare ASGI application answering JSON, no MCP in it.
 
-Served by daphne or uvicorn exactly as our application is (``bench/counting.py`` starts it), it
+Served by daphne, uvicorn or granian exactly as our application is (``bench/counting.py`` starts it), it
 measures what the ASGI server and the HTTP exchange cost by themselves, so that a count of ours
 can be split into the server's share and our own (ours minus floor). It reads the whole body, parses
 it and answers JSON as a JSON-RPC server would, and takes part in the four requests of a session

@@ -18,6 +18,7 @@ so it weighs more here than it does in production. The driver is ``bench/countin
     bench/instructions.py --mode sessions --reference --calls 32
     bench/instructions.py --mode sessions --env DATABASE_URL=sqlite:////tmp/x.sqlite3 --env REDIS_URL=
     bench/instructions.py --floor --asgi-server uvicorn --concurrency 16   # the bare ASGI floor
+    bench/instructions.py --mode modern --concurrency 16 --asgi-server granian
 
 Modes: ``stateless`` (our stateless configuration, JSON responses; the SDK's stateless mode),
 ``stateful`` (sessions, SSE responses; one session per connection, opened before counting),
@@ -53,8 +54,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300, help="calls (sessions in --mode sessions)")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="connections sending calls at once (the calls are split evenly)")
-    parser.add_argument("--asgi-server", choices=("daphne", "uvicorn"), default="daphne",
-                        help="what serves our application or the floor (uvicorn: the bench extra)")
+    parser.add_argument("--asgi-server", choices=counting.ASGI_SERVERS, default="daphne",
+                        help="what serves our application or the floor (uvicorn, granian: the bench "
+                             "extra; granian's one worker process is the one counted)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--reference", action="store_true",
                        help="count the official SDK's server of bench/run instead (bench extra)")

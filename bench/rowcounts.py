@@ -28,7 +28,9 @@ def kind_of(row, modern_section: str) -> str:
 
 
 def asgi_server_of(config) -> str:
-    return "uvicorn" if any("uvicorn" in part for part in config.argv) else "daphne"
+    if counting.serves_in_child(config.argv):
+        return "granian"
+    return "uvicorn" if "uvicorn" in config.argv else "daphne"
 
 
 def phase_of(row, modern_section: str, calls: int, sessions: int) -> counting.Phase:
@@ -60,7 +62,7 @@ class Counter:
         if not counted:
             return
         phases = [phase_of(row, self.modern_section, self.calls, self.sessions) for row in counted]
-        spec = counting.ServerSpec(config.argv, self.root, config.env)
+        spec = counting.server_spec(config.argv, self.root, config.env)
         for row, phase, total in zip(counted, phases, counting.measure(spec, phases), strict=True):
             row.instructions = total / phase.count
             self.log(f"  {config.key} {phase.kind} c={phase.concurrency}: {row.instructions:,.0f} "

@@ -20,11 +20,16 @@ drives both with the same load:
 - the overhead of a background tool call (a Celery worker) against the same tool inline, ours
   against ours (the official SDK has no background calls): ``bench/background.py``.
 
+Ours runs under uvicorn and under granian too (``ours-stateless-uvicorn``, ``ours-pg-uvicorn``,
+``ours-stateless-granian``, ``ours-pg-granian``; ``--servers`` picks rows), to tell the ASGI
+server's share apart.
+
 Per row: requests per second, p50/p99 latency (wrk's), server CPU time per request (utime + stime
-of the server process and its threads, from /proc/<pid>/stat) and peak memory (VmHWM, reset before
-each row), with the ratio ours/theirs. A benchmark, not a test: it prints numbers, it never fails
-on speed. Needs ``wrk`` (Debian: ``apt-get install wrk``), PostgreSQL and Redis for the
-PostgreSQL + Redis rows (skipped with a note when unreachable).
+of the server process and its threads, from /proc/<pid>/stat; under granian, of its worker
+process) and peak memory (VmHWM, reset before each row), with the ratio ours/theirs. A benchmark,
+not a test: it prints numbers, it never fails on speed. Needs ``wrk`` (Debian: ``apt-get install
+wrk``), PostgreSQL and Redis for the PostgreSQL + Redis rows (skipped with a note when
+unreachable).
 
 ``--instructions`` adds, beside each row's timed columns, its instructions per request (or per
 session) counted under valgrind (``bench/rowcounts.py``, on ``bench/counting.py``: the row's server
@@ -58,6 +63,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import background  # noqa: E402
+import counting  # noqa: E402
 import rawhttp  # noqa: E402
 import rowcounts  # noqa: E402
 import services  # noqa: E402
@@ -110,6 +116,9 @@ class Server:
                                         stderr=subprocess.STDOUT, preexec_fn=raise_fd_limit)
         self.pid = self.process.pid
         self._wait_listening()
+        # granian's main process starts the one worker that serves: that one is measured.
+        if counting.serves_in_child(config.argv):
+            self.pid = counting.worker_child(self.process.pid)
 
     def _wait_listening(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -305,6 +314,8 @@ def configs(workdir: Path, postgres_url: str | None, redis_url: str | None) -> d
     # The same application under the reference's ASGI server, to tell the two servers' costs apart.
     uvicorn = [python, "-m", "uvicorn", "--no-access-log", "--log-level", "warning", "--lifespan", "off",
                "--host", HOST, "--port", "{port}", "project.asgi:application"]
+    # And under granian (Rust, tokio): its one worker process, the asyncio loop, lifespan off.
+    granian = counting.asgi_argv(python, "granian", "project.asgi:application")
     # One client address opens thousands of sessions here: the per-principal limit is lifted.
     base = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0", "DJANGO_DEVELOPMENT": "1",
             "MCP_MAX_SESSIONS_PER_PRINCIPAL": "none"}
@@ -328,12 +339,17 @@ def configs(workdir: Path, postgres_url: str | None, redis_url: str | None) -> d
     found["ours-stateless-uvicorn"] = Config(
         "ours-stateless-uvicorn", "ours under uvicorn", "ours", "stateless", uvicorn,
         {**sqlite, "MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1"}, [migrate])
+    found["ours-stateless-granian"] = Config(
+        "ours-stateless-granian", "ours under granian", "ours", "stateless", granian,
+        {**sqlite, "MCP_STATELESS": "1", "MCP_JSON_RESPONSE": "1"}, [migrate])
     if postgres_url and redis_url:
         pg = {**base, "DATABASE_URL": postgres_url, "REDIS_URL": redis_url}
         found["ours-pg"] = Config("ours-pg", "ours, PostgreSQL + Redis", "ours", "stateful", daphne, pg,
                                   [migrate])
         found["ours-pg-uvicorn"] = Config("ours-pg-uvicorn", "ours, PostgreSQL + Redis, under uvicorn",
                                           "ours", "stateful", uvicorn, pg, [migrate])
+        found["ours-pg-granian"] = Config("ours-pg-granian", "ours, PostgreSQL + Redis, under granian",
+                                          "ours", "stateful", granian, pg, [migrate])
     return found
 
 
@@ -398,8 +414,9 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None,
                         choices=("stateless", "stateful", "modern", "sessions", "streams", "background"))
     parser.add_argument("--servers", nargs="*", default=None,
-                        help="theirs-stateless ours-stateless ours-stateless-uvicorn theirs-stateful "
-                             "ours-pg ours-sqlite ours-pg-uvicorn")
+                        help="theirs-stateless ours-stateless ours-stateless-uvicorn "
+                             "ours-stateless-granian theirs-stateful ours-pg ours-sqlite ours-pg-uvicorn "
+                             "ours-pg-granian")
     parser.add_argument("--concurrency", type=int, nargs="*", default=list(CONCURRENCIES))
     parser.add_argument("--streams", type=int, nargs="*", default=list(STREAM_COUNTS))
     parser.add_argument("--background-concurrency", type=int, nargs="*",
@@ -449,11 +466,13 @@ def main() -> int:
                      "no PostgreSQL + Redis rows")
     available = configs(workdir, postgres_url, redis_url)
     order = ("theirs-stateless", "ours-stateless", "ours-stateless-code-registry", "ours-stateless-uvicorn",
-             "theirs-stateful", "ours-pg", "ours-sqlite", "ours-pg-uvicorn")
+             "ours-stateless-granian", "theirs-stateful", "ours-pg", "ours-sqlite", "ours-pg-uvicorn",
+             "ours-pg-granian")
     wanted = [key for key in order if key in available and (not args.servers or key in args.servers)]
     # The modern row: the SDK's stateless server, ours in production shape (else the default), and
-    # ours under uvicorn where that runs (to tell the ASGI server's share apart).
-    modern_servers = {"theirs-stateless", "ours-pg", "ours-pg-uvicorn"} if "ours-pg" in available \
+    # ours under uvicorn and granian where that runs (to tell the ASGI server's share apart).
+    modern_servers = {"theirs-stateless", "ours-pg", "ours-pg-uvicorn", "ours-pg-granian"} \
+        if "ours-pg" in available \
         else {"theirs-stateless", "ours-sqlite"}
     rows: list[Row] = []
     background_results: list[background.Measured] = []
@@ -481,8 +500,8 @@ def main() -> int:
             load = ("stateless" in parts and config.mode == "stateless") or \
                    ("stateful" in parts and config.mode == "stateful")
             modern = "modern" in parts and key in modern_servers
-            # The uvicorn rows only tell the ASGI server's share of a call apart.
-            extra = key.endswith("-uvicorn")
+            # The uvicorn and granian rows only tell the ASGI server's share of a call apart.
+            extra = key.endswith(("-uvicorn", "-granian"))
             sessions = "sessions" in parts and config.mode == "stateful"
             if load or modern or sessions:
                 server = start(config)

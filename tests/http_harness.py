@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -48,13 +49,29 @@ def database_env() -> dict[str, str]:
     return {"DATABASE_URL": f"postgres://{user}@{host}:{port}/{settings['NAME']}"}
 
 
+def children_of(pid: int) -> list[int]:
+    """The child processes of ``pid`` (none once it has exited)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def stop_process(process: subprocess.Popen, timeout: float = 10) -> None:
-    """Terminate ``process`` and wait for it; kill it if it does not end within ``timeout``."""
+    """Terminate ``process`` and wait for it; kill it if it does not end within ``timeout`` (and
+    its children with it: granian's worker processes, which it would otherwise leave serving)."""
     if process.poll() is None:
         process.terminate()
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
+            kill_pids(children_of(process.pid))
             process.kill()
             process.wait(timeout)
 
@@ -75,7 +92,9 @@ class ChildProcess:
         self._log.close()
 
     def kill(self) -> None:
-        """Die without any cleanup (SIGKILL), as a crashed process or one out of memory does."""
+        """Die without any cleanup (SIGKILL), as a crashed process or one out of memory does (its
+        worker processes too, under granian)."""
+        kill_pids(children_of(self.process.pid))
         self.process.kill()
         self.process.wait(PATIENCE)
         self._log.close()
@@ -86,10 +105,11 @@ class DaphneServer(ChildProcess):
 
     def __init__(self, *, mcp_settings: dict | None = None, env: dict | None = None,
                  log_path: Path | None = None, application: str = "project.asgi:application",
-                 server: str = "daphne", port: int | None = None, wait: bool = True):
+                 server: str = "daphne", port: int | None = None, wait: bool = True,
+                 server_args: tuple[str, ...] = ()):
         # ``port``: chosen beforehand when the settings must name it (the protected demo's URL).
         # ``wait=False``: return once started; the caller calls ``wait_until_listening()`` (so that
-        # several processes start side by side).
+        # several processes start side by side). ``server_args``: more options for the server.
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path or Path(f"/tmp/mcp-daphne-{self.port}.log")
@@ -103,15 +123,19 @@ class DaphneServer(ChildProcess):
             **(env or {}),
         }
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        # ``server="uvicorn"`` or ``"hypercorn"`` serves the same application with that server
-        # (whose send() waits for the client).
+        # ``server="uvicorn"``, ``"hypercorn"`` or ``"granian"`` serves the same application with
+        # that server (whose send() waits for the client); granian's one worker process serves
+        # (:attr:`serving_pid`), its main process passes signals on.
         # ``"runserver"``: ``manage.py runserver`` (daphne's, which serves ASGI_APPLICATION).
+        self.server = server
         command = {"daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), application],
                    "uvicorn": ["-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), application],
                    "hypercorn": ["-m", "hypercorn", "-b", f"127.0.0.1:{self.port}", application],
+                   "granian": ["-m", "granian", "--interface", "asgi", "--workers", "1",
+                               "--host", "127.0.0.1", "--port", str(self.port), application],
                    "runserver": ["manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]}[server]
         self.process = subprocess.Popen(
-            [sys.executable, *command],
+            [sys.executable, *command, *server_args],
             cwd=REPO, env=child_env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         if wait:
@@ -131,6 +155,21 @@ class DaphneServer(ChildProcess):
         raise RuntimeError(f"daphne did not listen on {self.port} in {timeout}s:\n{self.log}")
 
     _wait_until_listening = wait_until_listening  # its earlier name
+
+    @property
+    def serving_pid(self) -> int:
+        """The process that runs the application: the one worker process of granian and hypercorn
+        (their main process starts it once listening), else the process started."""
+        if self.server not in ("granian", "hypercorn"):
+            return self.process.pid
+        deadline = time.monotonic() + PATIENCE
+        while not (workers := [pid for pid in children_of(self.process.pid)
+                               if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"{self.server} started no worker:\n{self.log}")
+            time.sleep(0.05)
+        assert len(workers) == 1, workers
+        return workers[0]
 
 
 

@@ -137,6 +137,21 @@ def raw_http(port: int, data: bytes, timeout: float = PATIENCE) -> tuple[int, by
     return status, reply
 
 
+def split_reply(reply: bytes) -> tuple[bytes, bytes]:
+    """The head and the body of one raw HTTP/1.1 reply read until close (a chunked body decoded)."""
+    head, _, body = reply.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" not in head.lower():
+        return head, body
+    decoded = []
+    while True:
+        size, _, body = body.partition(b"\r\n")
+        length = int(size, 16)
+        if length == 0:
+            return head, b"".join(decoded)
+        decoded.append(body[:length])
+        body = body[length + 2:]
+
+
 def log_in(username: str) -> dict:
     """A Django user, logged in: the Cookie header of its session (in the test database)."""
     from django.contrib.auth import get_user_model

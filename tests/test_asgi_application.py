@@ -24,7 +24,7 @@ from mcp_server.asgi import BodyLimit, mcp_urlpatterns
 
 from .harness import REPO
 from .http_harness import database_env
-from .http_support import Client, raw_http, running
+from .http_support import Client, raw_http, running, split_reply
 from .wire import check_server_message
 
 MIB = 1 << 20
@@ -105,7 +105,7 @@ def collected(tmp_path_factory, django_db_setup) -> Path:
 
 
 @pytest.mark.feature("HTTP-36")
-@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "hypercorn"])
+@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "hypercorn", "granian"])
 def test_the_admin_is_styled_in_development_from_the_apps_folders(django_db_blocker, live, server_kind):
     with running(django_db_blocker, server=server_kind) as server:
         assert_admin_is_styled(f"http://127.0.0.1:{server.port}")
@@ -119,8 +119,9 @@ FRAMING = {b"connection", b"transfer-encoding", b"content-length", b"date", b"se
 
 
 def assert_header_names_on_the_wire(port: int, server_kind: str) -> None:
-    """The endpoint's header names as each server writes them (HTTP-36): uvicorn and hypercorn
-    write the application's lower-case names as they are; daphne (Twisted) writes Header-Case."""
+    """The endpoint's header names as each server writes them (HTTP-36): uvicorn, hypercorn and
+    granian write the application's lower-case names as they are; daphne (Twisted) writes
+    Header-Case."""
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}})
     request = ("POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n"
@@ -174,7 +175,7 @@ def test_runserver_with_daphne_installed_serves_the_endpoint_and_the_admins_styl
 
 
 # ENDPOINT_PATH -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn"])
+@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "granian"])
 def test_the_endpoint_is_served_at_endpoint_path_with_its_protections(django_db_blocker, live, server_kind):
     settings = {"ENDPOINT_PATH": "/tools/mcp"}
     with running(django_db_blocker, server=server_kind, mcp_settings=settings) as server:
@@ -184,7 +185,7 @@ def test_the_endpoint_is_served_at_endpoint_path_with_its_protections(django_db_
         assert httpx.post(f"{base}/mcp", json={}, timeout=30).status_code == 404
         metadata = httpx.get(f"{base}/.well-known/oauth-protected-resource/tools/mcp", timeout=30).json()
         assert metadata["resource"] == f"{base}/tools/mcp"
-        head, _, body = oversized_reply(server.port, "/tools/mcp").partition(b"\r\n\r\n")
+        head, body = split_reply(oversized_reply(server.port, "/tools/mcp"))
         assert head.startswith(b"HTTP/1.1 413"), head
         answer = json.loads(body)
         check_server_message(answer, "2025-11-25")

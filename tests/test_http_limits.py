@@ -383,7 +383,7 @@ async def test_redis_sequences_keep_growing_after_redis_loses_its_data(own_redis
 
 
 # SSE backpressure ------------------------------------------------------------------------------
-@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "hypercorn"])
+@pytest.mark.parametrize("server_kind", ["daphne", "uvicorn", "hypercorn", "granian"])
 def test_a_client_that_stops_reading_is_cut_off_and_resumes_the_rest(django_db_blocker, server_kind):
     buffer = 512 * 1024
     settings = {**LIMITS, "MAX_STORED_EVENTS_PER_SESSION": 1000,

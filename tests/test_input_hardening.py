@@ -23,7 +23,7 @@ from mcp_server.http import StreamableHTTPTransport
 from mcp_server.http.checks import MAX_ORIGIN_LENGTH
 from mcp_server.models import ResourceSubscription, Session
 
-from .http_support import Client, call_asgi, error_of, post_headers, running
+from .http_support import Client, call_asgi, error_of, post_headers, running, split_reply
 from .wire import check_server_message
 
 MIB = 1024 * 1024
@@ -229,7 +229,7 @@ def daphne(django_db_setup, django_db_blocker):
         yield server
 
 
-@pytest.fixture(scope="module", params=["daphne", "uvicorn", "hypercorn"])
+@pytest.fixture(scope="module", params=["daphne", "uvicorn", "hypercorn", "granian"])
 def any_server(request, django_db_setup, django_db_blocker):
     """The demo's one-line application (``get_asgi_application()``) under each ASGI server."""
     if request.param == "daphne":
@@ -355,14 +355,14 @@ def upload(port: int, path: str, head: dict, chunks: int, chunked: bool, on_the_
 def test_an_oversized_upload_is_refused_without_being_held(server, chunked):
     client = Client(server.url)
     client.initialize()
-    pid = server.process.pid
+    pid = server.serving_pid
     assert client.request("ping").response["result"] == {}
     reset_peak(pid)
     before = memory(pid)["VmRSS"]
     pings = []
     reply = upload(server.port, "/mcp", {"mcp-session-id": client.session_id}, 64, chunked,
                    on_the_way=lambda: pings.append(client.request("ping").response))
-    head, _, body = reply.partition(b"\r\n\r\n")
+    head, body = split_reply(reply)
     assert head.startswith(b"HTTP/1.1 413"), reply[:300]
     answer = json.loads(body)
     check_server_message(answer, "2025-11-25")
@@ -387,7 +387,7 @@ def test_a_client_that_sends_its_whole_oversized_body_before_reading_gets_the_41
                      b"accept: application/json, text/event-stream\r\n%s\r\n\r\n" % framing)
         sock.sendall(body)
         reply = read_reply(sock)
-    head, _, answer = reply.partition(b"\r\n\r\n")
+    head, answer = split_reply(reply)
     assert head.startswith(b"HTTP/1.1 413"), reply[:300]
     check_server_message(json.loads(answer), "2025-11-25")
 

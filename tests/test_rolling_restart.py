@@ -113,7 +113,7 @@ def drain_one(client: HTTPClient, victim: DaphneServer, survivor: DaphneServer, 
     return resumed
 
 
-@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+@pytest.mark.parametrize("server", ["daphne", "uvicorn", "granian"])
 def test_a_rolling_restart_loses_no_call_and_every_stream_resumes(server, django_db_setup, transactional_db):
     require_services()
     env = {"REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"}
@@ -135,7 +135,7 @@ def test_a_rolling_restart_loses_no_call_and_every_stream_resumes(server, django
             stop_all(restarted)
 
 
-@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+@pytest.mark.parametrize("server", ["daphne", "uvicorn", "granian"])
 def test_a_call_longer_than_the_drain_timeout_ends_as_a_process_death_ends_it(
         server, django_db_setup, transactional_db):
     require_services()

@@ -100,7 +100,7 @@ def mcp_urlpatterns(path: str | None = None) -> list[Any]:
 
 
 async def lifespan(scope: dict, receive: Any, send: Any) -> None:
-    """ASGI lifespan (uvicorn, hypercorn): at startup, SIGTERM is set to start this process's
+    """ASGI lifespan (uvicorn, granian, hypercorn): at startup, SIGTERM is set to start this process's
     drain before the server's own handler runs (``mcp_server.http.drain``); at shutdown, a drain
     begun ends (the process's runtime stops). Each process starts its runtime on its first request."""
     while True:

@@ -1,8 +1,8 @@
 """The endpoint's body limit at the ASGI layer, under any server.
 
-uvicorn and hypercorn hand the body to the application as it arrives (and stop reading the socket
-while the application does not ask for more), so counting it there refuses an oversized upload
-without holding it. daphne holds the whole body before the application sees it: there the daphne
+uvicorn, granian and hypercorn hand the body to the application as it arrives (and stop reading
+the socket while the application does not ask for more), so counting it there refuses an oversized
+upload without holding it. daphne holds the whole body before the application sees it: there the daphne
 hook (``mcp_server.http.daphne.refuse_oversized_daphne_bodies``) refuses it first, and this layer
 never sees too much.
 """
@@ -110,9 +110,13 @@ class Limited:
 async def refuse(send: Send, receive: Receive, limit: int, *, linger: bool) -> None:
     """Answer 413 and close the connection, reading and dropping the body meanwhile if asked."""
     body = too_large(limit)
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    if not linger:
+        headers.append((b"content-length", str(len(body)).encode()))
+    # Lingering, the answer has no Content-Length (it is sent chunked): a server that knows the
+    # body's length ends the response as soon as all of it is sent, closes the connection and
+    # stops reading the upload (granian does), which resets the answer the client has not read.
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
     # The whole answer goes out now; the response ends (and the server closes the connection)
     # only once the client stopped sending, so that its unread upload does not reset the answer.
     await send({"type": "http.response.body", "body": body, "more_body": linger})

@@ -22,7 +22,8 @@ cancellation, a server's shutdown that hangs, an event loop blocked) says so on 
 with status 1, so that a deploy never waits on it forever.
 
 Which server asked: daphne calls :meth:`Drain.wait` from its shutdown (``daphne.py``); under
-uvicorn (or any server with an ASGI lifespan and a Python SIGTERM handler), the lifespan startup
+uvicorn or granian (any server with an ASGI lifespan and a Python SIGTERM handler; granian's is
+its worker's event loop's), the lifespan startup
 calls :func:`chain_sigterm`, which starts the drain and then runs the server's own handler (which
 stops accepting and waits for the connections to close: the drain closes them).
 """
@@ -210,7 +211,7 @@ async def _bounded(step: Awaitable[None], what: str) -> None:
 drain = Drain(exits=True)
 
 
-# Under a server with an ASGI lifespan (uvicorn) --------------------------------------------------
+# Under a server with an ASGI lifespan (uvicorn, granian) -----------------------------------------
 
 def chain_sigterm(process_drain: Drain | None = None) -> bool:
     """Start the drain on SIGTERM, before the server's own handler (called from the lifespan

@@ -123,6 +123,20 @@ async def wait_for_cancel(server_context: ServerContext, limit: float = 60.0) ->
 
 
 @mcp_server.tool
+async def progress_then_wait_for_cancel(server_context: ServerContext, limit: float = 60.0) -> str:
+    """One progress notification (its client then knows the call runs), then ``wait_for_cancel``."""
+    await server_context.report_progress(1, message="waiting for the cancellation")
+    deadline = time.monotonic() + limit
+    while not server_context.cancelled() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    if not server_context.cancelled():
+        return "never cancelled"
+    _record(f"progress_then_wait_for_cancel of request {server_context.request_id!r} saw the "
+            f"cancellation: {server_context.cancellation.reason}")
+    return "stopped early"
+
+
+@mcp_server.tool
 async def define_extra_tool(name: str) -> str:
     """Register a tool named ``name`` on this process's server, then tell every session.
 

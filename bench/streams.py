@@ -1,5 +1,6 @@
 """Memory per session holding an open GET stream: open sessions with their listening streams and
-read the server's resident memory.
+read the server's resident memory; and the time a notification sent to all of them takes to reach
+the last one (``broadcast``).
 
 Each session is initialize + notifications/initialized on a pool of keep-alive connections, then
 a GET (Accept: text/event-stream) on a connection of its own that stays open. The measure is
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from rawhttp import PROTOCOL_VERSION, Connection, open_session
 
@@ -66,3 +69,57 @@ async def measure(host: str, port: int, counts: list[int], rss: Callable[[], int
         stream.close()
     await asyncio.sleep(0.5)
     return results
+
+
+async def open_streams(host: str, port: int, count: int) -> list[Connection]:
+    """``count`` sessions, each with its GET stream open (the caller closes them)."""
+    streams: list[Connection] = []
+    try:
+        await _open_streams(host, port, count, streams)
+    except BaseException:
+        for stream in streams:
+            stream.close()
+        raise
+    return streams
+
+
+async def _wait_for(stream: Connection, marker: bytes) -> float:
+    """Read ``stream`` until ``marker`` went by; returns when (``time.monotonic()``)."""
+    tail = b""
+    while True:
+        data = await stream.reader.read(65536)
+        if not data:
+            raise ConnectionError("the stream ended before the notification")
+        # A marker may straddle two reads: keep the end of the previous one.
+        if marker in tail + data:
+            return time.monotonic()
+        tail = data[-len(marker):]
+
+
+@dataclass
+class Broadcast:
+    streams: int
+    received: int
+    first_s: float | None   # from the trigger to the first stream that had it
+    median_s: float | None
+    last_s: float | None    # to the last one: the time to broadcast to every stream
+
+
+async def broadcast(streams: list[Connection], trigger: Callable[[], Awaitable[float]],
+                    marker: bytes, timeout: float) -> Broadcast:
+    """Time one notification to every stream: ``trigger`` sends it and returns when it began
+    (``time.monotonic()``, which is one clock for every process of the machine); every stream is
+    read at once until ``marker`` shows, for at most ``timeout`` seconds after the trigger."""
+    readers = [asyncio.ensure_future(_wait_for(stream, marker)) for stream in streams]
+    try:
+        await asyncio.sleep(0.5)  # the readers are waiting (and have read what came before)
+        started = await trigger()
+        done, _pending = await asyncio.wait(readers, timeout=timeout)
+    finally:
+        for reader in readers:
+            reader.cancel()
+    arrivals = sorted(reader.result() - started for reader in done
+                      if not reader.cancelled() and reader.exception() is None)
+    if not arrivals:
+        return Broadcast(len(streams), 0, None, None, None)
+    return Broadcast(len(streams), len(arrivals), arrivals[0], arrivals[len(arrivals) // 2], arrivals[-1])

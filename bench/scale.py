@@ -139,9 +139,7 @@ class Notifier:
 
 async def _streams_row(server: Server, count: int, notifier: Notifier | None, settle: float,
                        timeout: float) -> dict:
-    warm = await streams.open_streams(HOST, server.port, 20)
-    for stream in warm:
-        stream.close()
+    await streams.end_sessions(HOST, server.port, await streams.open_streams(HOST, server.port, 20))
     await asyncio.sleep(settle)
     before = server.rss_bytes()
     began = time.monotonic()

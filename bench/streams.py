@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from rawhttp import PROTOCOL_VERSION, Connection, open_session
+from rawhttp import PROTOCOL_VERSION, Connection, delete_session, open_session
 
 POOL = 32
 
@@ -41,11 +41,24 @@ async def _open_streams(host: str, port: int, count: int, streams: list[Connecti
                 })
                 if status != 200:
                     raise RuntimeError(f"GET stream refused with {status}")
+                stream.session_id = session_id
                 streams.append(stream)
         finally:
             connection.close()
 
     await asyncio.gather(*(worker() for _ in range(POOL)))
+
+
+async def end_sessions(host: str, port: int, streams: list[Connection]) -> None:
+    """Close the streams and DELETE their sessions (warm-up sessions are not left counting
+    against the server's ``MAX_SESSIONS``)."""
+    connection = Connection(host, port)
+    try:
+        for stream in streams:
+            stream.close()
+            await delete_session(connection, stream.session_id)
+    finally:
+        connection.close()
 
 
 async def measure(host: str, port: int, counts: list[int], rss: Callable[[], int],
@@ -54,8 +67,7 @@ async def measure(host: str, port: int, counts: list[int], rss: Callable[[], int
     streams: list[Connection] = []
     # Warm up: a few sessions with streams, closed again, so lazy imports and pools are counted out.
     await _open_streams(host, port, 20, streams)
-    for stream in streams:
-        stream.close()
+    await end_sessions(host, port, streams)
     streams.clear()
     await asyncio.sleep(settle)
     gc.collect()

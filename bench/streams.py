@@ -18,9 +18,14 @@ from dataclasses import dataclass
 from rawhttp import PROTOCOL_VERSION, Connection, delete_session, open_session
 
 POOL = 32
+RETRIES = 3
 
 
-async def _open_streams(host: str, port: int, count: int, streams: list[Connection]) -> None:
+async def _open_streams(host: str, port: int, count: int, streams: list[Connection]) -> int:
+    """Open ``count`` more into ``streams``; returns how many times a keep-alive connection of the
+    pool was reset by the server before it answered an initialize (it is then opened again and the
+    initialize sent again, at most ``RETRIES`` times a session)."""
+    resets = 0
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(count):
         queue.put_nowait(index)
@@ -33,7 +38,16 @@ async def _open_streams(host: str, port: int, count: int, streams: list[Connecti
                     queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                session_id = await open_session(connection)
+                for attempt in range(RETRIES + 1):
+                    try:
+                        session_id = await open_session(connection)
+                        break
+                    except (ConnectionResetError, asyncio.IncompleteReadError):
+                        nonlocal resets
+                        resets += 1
+                        connection.close()
+                        if attempt == RETRIES:
+                            raise
                 stream = Connection(host, port)
                 status, _headers = await stream.send_head("GET", {
                     "Accept": "text/event-stream", "Mcp-Session-Id": session_id,
@@ -47,6 +61,7 @@ async def _open_streams(host: str, port: int, count: int, streams: list[Connecti
             connection.close()
 
     await asyncio.gather(*(worker() for _ in range(POOL)))
+    return resets
 
 
 async def end_sessions(host: str, port: int, streams: list[Connection]) -> None:
@@ -83,16 +98,17 @@ async def measure(host: str, port: int, counts: list[int], rss: Callable[[], int
     return results
 
 
-async def open_streams(host: str, port: int, count: int) -> list[Connection]:
-    """``count`` sessions, each with its GET stream open (the caller closes them)."""
+async def open_streams(host: str, port: int, count: int) -> tuple[list[Connection], int]:
+    """``count`` sessions, each with its GET stream open (the caller closes them), and the
+    connection resets met on the way (see ``_open_streams``)."""
     streams: list[Connection] = []
     try:
-        await _open_streams(host, port, count, streams)
+        resets = await _open_streams(host, port, count, streams)
     except BaseException:
         for stream in streams:
             stream.close()
         raise
-    return streams
+    return streams, resets
 
 
 async def _wait_for(stream: Connection, marker: bytes) -> float:

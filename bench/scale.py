@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -226,6 +228,34 @@ class Proxy:
         self._log.close()
 
 
+class TripCounter:
+    """``bench/tcpcount.py`` in front of the Redis of ``redis_url``: ``url`` goes through it."""
+
+    def __init__(self, redis_url: str):
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(redis_url)
+        self.port = run.free_port()
+        self.url = urlunsplit((parts.scheme, f"{HOST}:{self.port}", parts.path, parts.query, ""))
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "tcpcount.py"), "--port", str(self.port),
+             "--upstream", f"{parts.hostname or HOST}:{parts.port or 6379}"],
+            stdout=subprocess.PIPE, text=True, preexec_fn=run.raise_fd_limit)
+        if self.process.stdout.readline().strip() != "LISTENING":
+            raise RuntimeError("bench/tcpcount.py did not start")
+
+    def trips(self) -> int:
+        self.process.send_signal(signal.SIGUSR1)
+        line = self.process.stdout.readline().split()
+        if not line or line[0] != "COUNT":
+            raise RuntimeError(f"bench/tcpcount.py: {line!r}")
+        return int(line[1])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
 class Counters:
     """Redis commands (``INFO commandstats``, the whole Redis) and PostgreSQL activity (the run's
     database): ``take()`` returns what happened since the last take."""
@@ -312,6 +342,35 @@ def cluster_main(args: argparse.Namespace, workdir: Path) -> list[str]:
         proxy.stop()
         for server in servers:
             server.stop()
+    # Ours again, Redis behind a relay that counts round trips (untimed: the relay costs CPU).
+    relay = TripCounter(args.redis_url)
+    trips: list[tuple[str, int, float, float]] = []
+    counted_config = Config(config.key, config.label, config.side, config.mode, config.argv,
+                            {**config.env, "REDIS_URL": relay.url})
+    prepare(counted_config, args.redis_url)
+    servers = [Server(counted_config, workdir), Server(counted_config, workdir)]
+    proxy = Proxy([server.port for server in servers], workdir)
+    try:
+        # At c=1 a trip is a wait of the one request in flight; at more, the client pipelines the
+        # commands of concurrent requests on one connection, and a trip serves several.
+        for script, concurrency in itertools.product(("sticky_call.lua", "session.lua"),
+                                                     sorted({1, args.concurrency})):
+            _load(script, proxy.port, concurrency, 2)
+            before = relay.trips()
+            time.sleep(args.duration)
+            idle = relay.trips() - before
+            before = relay.trips()
+            result = _load(script, proxy.port, concurrency, args.duration)
+            busy = relay.trips() - before
+            done = max(result.get("calls", result.get("sessions", 0)), 1)
+            net = busy - idle * result["duration_us"] / 1e6 / args.duration
+            trips.append(("call" if "calls" in result else "session", concurrency, done, net))
+            print(f"  Redis round trips: {trips[-1]} (idle {idle})", file=sys.stderr)
+    finally:
+        proxy.stop()
+        for server in servers:
+            server.stop()
+        relay.stop()
     # The SDK: uvicorn --workers 2, sessions sticky by connection.
     sdk = Server(found["theirs-2"], workdir)
     try:
@@ -333,11 +392,15 @@ def cluster_main(args: argparse.Namespace, workdir: Path) -> list[str]:
             f"| {row['cpu_us']:,.0f} | {'' if row['proxy_us'] is None else format(row['proxy_us'], ',.0f')} "
             f"| {row['failures']} | {run.ratio(row['rate'], theirs['rate']) if mine else ''} "
             f"| {run.ratio(row['cpu_us'], theirs['cpu_us']) if mine else ''} |")
+    lines += ["", "Redis round trips of ours (bench/tcpcount.py between the processes and Redis, in a "
+                  "run of its own; the idle rate subtracted):", ""]
+    lines += [f"- per {per} at c={concurrency}: {net / done:.2f} ({done:,} done)"
+              for per, concurrency, done, net in trips]
     for label, done, net in counted:
         per = "call" if label.endswith("calls") else "session"
         redis_total = sum(value for key, value in net.items() if key.startswith("redis "))
         lines += ["", f"#### {label}: per {per} ({done:,.0f}; the idle rate subtracted)", "",
-                  f"Redis commands: {redis_total / done:.2f}", ""]
+                  f"Redis commands (a script's inner commands counted too): {redis_total / done:.2f}", ""]
         lines += [f"- {key}: {value / done:.2f}" for key, value in sorted(net.items(), key=lambda kv: -kv[1])
                   if abs(value / done) >= 0.01]
     return lines

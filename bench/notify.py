@@ -5,7 +5,7 @@ process of its own (as a management command or an admin save in another process 
     DATABASE_URL=... REDIS_URL=... python bench/notify.py
 
 It sets Django up and notifies once (to no stream yet: its connections are then open, as in a
-process that has been serving), then waits for a line on stdin; on it, it prints the moment it calls
+process that has been serving), then for each line on stdin prints the moment it calls
 ``notify_tools_list_changed()`` (``time.monotonic()``, one clock for every process of the machine)
 and the moment the call returned, as ``SENT <start> <end>``.
 """
@@ -31,10 +31,10 @@ def main() -> None:
     server = get_server()
     server.notify_tools_list_changed()
     print("READY", flush=True)
-    sys.stdin.readline()
-    started = time.monotonic()
-    sent = server.notify_tools_list_changed()
-    print(f"SENT {started} {time.monotonic()} {sent}", flush=True)
+    for _line in sys.stdin:
+        started = time.monotonic()
+        sent = server.notify_tools_list_changed()
+        print(f"SENT {started} {time.monotonic()} {sent}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ process of its own (as a management command or an admin save in another process 
     DATABASE_URL=... REDIS_URL=... python bench/notify.py
 
 It sets Django up and notifies once (to no stream yet: its connections are then open, as in a
-process that has been serving), then for each line on stdin prints the moment it calls
-``notify_tools_list_changed()`` (``time.monotonic()``, one clock for every process of the machine)
-and the moment the call returned, as ``SENT <start> <end>``.
+process that has been serving). Then, for each line on stdin, it notifies again and prints the
+moment it called ``notify_tools_list_changed()`` (``time.monotonic()``, one clock for every process
+of the machine), the moment the call returned and what it returned: ``SENT <start> <end> True``.
 """
 
 from __future__ import annotations

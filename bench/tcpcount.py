@@ -26,7 +26,9 @@ class Totals:
         return f"COUNT {self.trips} {self.sent} {self.received} {self.connections}"
 
 
-async def serve(port: int, upstream: tuple[str, int], totals: Totals) -> None:
+async def start(port: int, upstream: tuple[str, int], totals: Totals) -> asyncio.Server:
+    """The relay, listening on ``port`` (0: any) of 127.0.0.1; ``totals`` counts what passes."""
+
     async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         totals.connections += 1
         try:
@@ -63,7 +65,11 @@ async def serve(port: int, upstream: tuple[str, int], totals: Totals) -> None:
             client_writer.close()
             server_writer.close()
 
-    server = await asyncio.start_server(relay, "127.0.0.1", port)
+    return await asyncio.start_server(relay, "127.0.0.1", port)
+
+
+async def serve(port: int, upstream: tuple[str, int], totals: Totals) -> None:
+    server = await start(port, upstream, totals)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, lambda: print(totals.line(), flush=True))
     stop = loop.create_future()

@@ -3,6 +3,7 @@
 
     python bench/reference_server.py --port 8765 --mode stateless   # stateless_http + JSON responses
     python bench/reference_server.py --port 8765 --mode stateful    # the SDK's default: sessions, SSE
+    uvicorn --app-dir bench --factory reference_server:stateful_app --workers 2 ...   # several processes
 
 It is started by ``bench/run.py``; nothing here is tuned beyond what a user of the SDK would write.
 """
@@ -24,6 +25,12 @@ server = MCPServer("reference-bench", version="2.3.0")
 def echo(message: str) -> str:
     """Echo a message back."""
     return message
+
+
+def stateful_app():
+    """The stateful application, for ``uvicorn --factory`` (which ``--workers`` needs)."""
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    return server.streamable_http_app()
 
 
 def main() -> None:

@@ -37,7 +37,8 @@ from .wire import check_client_message
 # memory otherwise: tests/test_memory_event_store.py runs the same limits over HTTP on that store).
 LIMITS = {"SERVER_CLASS": "tests.limits_server.LimitsServer", "MAX_SESSIONS_PER_PRINCIPAL": 2,
           "MAX_STREAMS_PER_SESSION": 2, "MAX_SUBSCRIPTIONS_PER_SESSION": 2,
-          "MAX_STORED_EVENTS_PER_SESSION": 6, "EVENT_STORE_CLASS": "mcp_server.http.event_store.DatabaseEventStore"}
+          "MAX_STORED_EVENTS_PER_SESSION": 6,
+          "EVENT_STORE_CLASS": "mcp_server.http.event_store.DatabaseEventStore"}
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}}
 

@@ -86,9 +86,9 @@ class MemoryEventStore:
         text = jsonrpc.encode(message)
         if awaited_sizes:
             note_encoded(message, text)
-        return self.append_text(session_id, stream, text, level)
+        return self._append_text(session_id, stream, text, level)
 
-    def append_text(self, session_id: str | None, stream: str, text: str, level: str = "") -> int | None:
+    def _append_text(self, session_id: str | None, stream: str, text: str, level: str = "") -> int | None:
         """Store one event already encoded; its sequence, or None when the session ended here."""
         size = len(text.encode("utf-8", "surrogatepass"))
         now = time.time()

@@ -216,7 +216,9 @@ DEFAULTS: dict[str, Any] = {
     # also redis-py.
     "REDIS_CLIENT_FACTORY": None,
     # Dotted paths of the shared state and event store classes; None: Redis ones with REDIS_URL,
-    # else process memory and database rows. See site.build_stores for how they are called.
+    # else process memory, and the events in memory too where one process serves every session
+    # (an in-memory channel layer, background calls in the web process), else as database rows.
+    # See site.build_stores for how they are called.
     "SHARED_STATE_CLASS": None,
     "EVENT_STORE_CLASS": None,
     # stdio: the longest accepted line; a longer one closes the connection.

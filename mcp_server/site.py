@@ -178,16 +178,19 @@ def _redis_command_timeout() -> float:
 def build_stores() -> tuple[Any, Any]:
     """The shared state and the event store of the default transport.
 
-    Without ``REDIS_URL``: process memory and database rows, and a class named by
-    ``SHARED_STATE_CLASS`` / ``EVENT_STORE_CLASS`` is called with no argument. With it: the Redis
+    Without ``REDIS_URL``: process memory, and a class named by ``SHARED_STATE_CLASS`` /
+    ``EVENT_STORE_CLASS`` is called with no argument; the events are kept in memory too where one
+    process serves every session (:func:`serves_from_one_process`), else as database rows. With it: the Redis
     stores (with Redis, SSE events are stored there too: a database row per event, written from a
     worker thread, costs more than the rest of a call, docs/performance.md), and a class named is
     called as ``cls(REDIS_URL, clients=...)`` (the event store: ``cls(REDIS_URL, EVENT_RETENTION,
-    clients=...)``), ``clients.get()`` giving a connection; :class:`LocalState` and
-    :class:`DatabaseEventStore` need no Redis and are called with no argument. An event store
+    clients=...)``), ``clients.get()`` giving a connection; :class:`LocalState`,
+    :class:`DatabaseEventStore` and :class:`MemoryEventStore` need no Redis and are called with no
+    argument. An event store
     also gets the stored-event limits, as ``max_events=`` and ``max_bytes=``.
     """
     from .http.event_store import DatabaseEventStore, RedisEventStore
+    from .http.memory_event_store import MemoryEventStore
     from .http.shared_state import LocalState, RedisState
 
     s = mcp_settings
@@ -199,14 +202,37 @@ def build_stores() -> tuple[Any, Any]:
             if s.is_set(key) and getattr(s, key) is not None:
                 raise ImproperlyConfigured(f"MCP_SERVER[{key!r}] needs REDIS_URL: without it nothing "
                                            f"uses Redis")
-        return (s.SHARED_STATE_CLASS or LocalState)(), (s.EVENT_STORE_CLASS or DatabaseEventStore)(**limits)
+        state_class = s.SHARED_STATE_CLASS or LocalState
+        event_class = s.EVENT_STORE_CLASS or (
+            MemoryEventStore if serves_from_one_process(state_class) else DatabaseEventStore)
+        return state_class(), event_class(**limits)
     clients = build_redis_clients()
     state_class = s.SHARED_STATE_CLASS or RedisState
     event_class = s.EVENT_STORE_CLASS or RedisEventStore
     state = state_class() if state_class is LocalState else state_class(s.REDIS_URL, clients=clients)
-    events = event_class(**limits) if event_class is DatabaseEventStore else \
+    events = event_class(**limits) if event_class in (DatabaseEventStore, MemoryEventStore) else \
         event_class(s.REDIS_URL, s.EVENT_RETENTION, clients=clients, **limits)
     return state, events
+
+
+def serves_from_one_process(state_class: type) -> bool:
+    """Whether one process alone serves every session, so that what it stores in memory is all
+    anyone reads: the shared state is this process's memory (:class:`LocalState`), the channel
+    layer does not reach other processes (none, or Channels' in-memory layer), and background
+    calls run here rather than on Celery workers (which would store their events elsewhere).
+    Several processes configured so could not reach each other's streams anyway."""
+    from .background.runner import runner_name
+    from .http.shared_state import LocalState
+
+    if mcp_settings.REDIS_URL or not issubclass(state_class, LocalState):
+        return False
+    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get("default") or {}
+    if layer.get("BACKEND", "channels.layers.InMemoryChannelLayer") != "channels.layers.InMemoryChannelLayer":
+        return False
+    try:
+        return runner_name() == "local"
+    except ImproperlyConfigured:
+        return False  # the check mcp_server.E020 says why; rows are right for either runner
 
 
 def install() -> None:

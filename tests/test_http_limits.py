@@ -33,9 +33,12 @@ from .http_support import Client, error_of, log_in, running, stream_ended, wait_
 from .services import reachable, require
 from .wire import check_client_message
 
+# The events as rows, which these tests read (the one process of these servers would keep them in
+# memory otherwise: tests/test_memory_event_store.py runs the same limits over HTTP on that store).
 LIMITS = {"SERVER_CLASS": "tests.limits_server.LimitsServer", "MAX_SESSIONS_PER_PRINCIPAL": 2,
           "MAX_STREAMS_PER_SESSION": 2, "MAX_SUBSCRIPTIONS_PER_SESSION": 2,
-          "MAX_STORED_EVENTS_PER_SESSION": 6}
+          "MAX_STORED_EVENTS_PER_SESSION": 6,
+          "EVENT_STORE_CLASS": "mcp_server.http.event_store.DatabaseEventStore"}
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}}
 

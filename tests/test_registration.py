@@ -399,14 +399,21 @@ def test_authentication_settings_give_the_default_transport_its_resource_server(
 @pytest.mark.parametrize("redis_url", [None, "redis://127.0.0.1:6379/9"])
 def test_stored_event_limits_shape_the_event_store(default_server_restored, redis_url):
     from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
+    from mcp_server.http.memory_event_store import MemoryEventStore
     from mcp_server.site import get_transport
 
     values = {key: value for key, (_attribute, value) in EVENT_STORE_SETTINGS.items()}
-    with override_settings(MCP_SERVER=demo_with(**values, REDIS_URL=redis_url, AUTODISCOVER=False)):
-        events = get_transport().events
-        assert isinstance(events, RedisEventStore if redis_url else DatabaseEventStore)
-        for key, (attribute, value) in EVENT_STORE_SETTINGS.items():
-            assert getattr(events, attribute) == value, key
+    # Without Redis, on the in-memory channel layer of the tests' process: one process serves
+    # the sessions, which keeps their events in memory; the rows when named.
+    for named, kind in ((None, RedisEventStore if redis_url else MemoryEventStore),
+                        ("mcp_server.http.event_store.DatabaseEventStore", DatabaseEventStore)):
+        with override_settings(MCP_SERVER=demo_with(**values, REDIS_URL=redis_url, EVENT_STORE_CLASS=named,
+                                                    AUTODISCOVER=False), CELERY_BROKER_URL=None,
+                               CHANNEL_LAYERS=MEMORY_LAYER):
+            events = get_transport().events
+            assert type(events) is kind
+            for key, (attribute, value) in EVENT_STORE_SETTINGS.items():
+                assert getattr(events, attribute) == value, key
     with override_settings(MCP_SERVER=demo_with(MAX_STORED_EVENTS_PER_SESSION=0, AUTODISCOVER=False)), \
             pytest.raises(ValueError, match="max_events must be a positive integer or None, not 0"):
         get_transport()
@@ -449,6 +456,7 @@ def run_on_stores(transport: Any, *commands: tuple) -> list:
 
 def test_redis_command_timeout_and_client_settings_are_honoured(default_server_restored):
     from mcp_server.http.event_store import DatabaseEventStore, RedisEventStore
+    from mcp_server.http.memory_event_store import MemoryEventStore
     from mcp_server.http.redis_client import RedisClients
     from mcp_server.http.redispy_client import RedisPyClients
     from mcp_server.site import get_transport
@@ -484,9 +492,11 @@ def test_redis_command_timeout_and_client_settings_are_honoured(default_server_r
         assert isinstance(transport.state.clients, RedisClients)
         assert type(transport.events) is DatabaseEventStore
     with override_settings(MCP_SERVER=demo_with(SHARED_STATE_CLASS=f"{HERE}.RecordingLocalState",
-                                                AUTODISCOVER=False)):
+                                                AUTODISCOVER=False), CELERY_BROKER_URL=None,
+                           CHANNEL_LAYERS=MEMORY_LAYER):
         transport = get_transport()
-        assert type(transport.state) is RecordingLocalState and type(transport.events) is DatabaseEventStore
+        # Still process memory: one process serves the sessions (see test_memory_event_store.py).
+        assert type(transport.state) is RecordingLocalState and type(transport.events) is MemoryEventStore
     assert isinstance(get_transport().state, LocalState if not settings.MCP_SERVER.get("REDIS_URL")
                       else RedisState)
 

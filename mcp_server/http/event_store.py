@@ -93,15 +93,19 @@ def parse_event_id(value: str) -> tuple[str, int] | None:
     return stream, int(sequence)
 
 
+LIMITS_REASON = "to keep the session within its stored-event limits"
+
+
 class EventsDropped(Exception):
     """Events a resumed stream would replay were dropped to keep the session within its limits."""
 
-    def __init__(self, stream: str, after: int, dropped_through: int):
+    def __init__(self, stream: str, after: int, dropped_through: int, reason: str = LIMITS_REASON):
         super().__init__(f"events of stream {stream!r} after {after} were dropped (through "
-                         f"{dropped_through}) to keep the session within its stored-event limits")
+                         f"{dropped_through}) {reason}")
         self.stream = stream
         self.after = after
         self.dropped_through = dropped_through
+        self.reason = reason
 
 
 class EventStore(Protocol):

@@ -61,8 +61,8 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
                 await listener.load_backlog(after)
             except EventsDropped as exc:
                 raise HTTPError(410, f"Gone: events after Last-Event-ID {last_event_id!r} were dropped "
-                                "to keep the session within its stored-event limits; they cannot be "
-                                "replayed", data={"droppedThrough": exc.dropped_through}) from None
+                                f"{exc.reason}; they cannot be replayed",
+                                data={"droppedThrough": exc.dropped_through}) from None
         await listener.sse.comment("stream open")  # headers now, so the client knows it is live
         # Its credential lapsing ends it; the client resumes it with Last-Event-ID once it has
         # authenticated again (what is sent meanwhile is stored).

@@ -182,7 +182,10 @@ def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH,
         if skeleton.count(b"(") > max_containers:
             raise DecodeError(f"Parse error: more than {max_containers} objects and arrays in one message")
     try:
-        with _collector_paused():
+        if brackets > _PAUSE_ABOVE:
+            with _collector_paused():
+                value = _DECODER.decode(text)
+        else:  # too few containers to set a collection off: the pause would cost more
             value = _DECODER.decode(text)
         too_deep = brackets > max_depth and _skeleton_deeper_than(
             skeleton if skeleton is not None else _skeleton(raw), max_depth)
@@ -205,6 +208,11 @@ def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH,
 def _reason(exc: ValueError) -> str:
     # Our own words, or int()'s about a number's digit count: never the input itself.
     return str(exc).split("\n", 1)[0][:200]
+
+
+# Containers under which decoding never pauses the collector (its first generation collects
+# after 700 allocations: a few dozen containers set off one collection at most).
+_PAUSE_ABOVE = 64
 
 
 @contextlib.contextmanager
@@ -274,6 +282,10 @@ def _storable(value: Any) -> bool:
     return "\\u0000" not in text.replace("\\\\", "")
 
 
+# Made once: json.dumps with any option builds a new encoder for every message.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def encode(message: Any) -> str:
     """Compact JSON text that UTF-8 can carry; raises ValueError for NaN or infinities, which are
     not JSON at all (Python would write the bare tokens ``NaN``/``Infinity`` that peers cannot
@@ -282,7 +294,7 @@ def encode(message: Any) -> str:
     A lone surrogate in a string (UTF-8 has no form for one) is written as U+FFFD, as the WHATWG
     encoders do, so that a handler's result holding one is still sent rather than lost.
     """
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ENCODER.encode(message)
     if not text.isascii():  # O(1); only text with non-ASCII characters can hold a surrogate
         try:
             text.encode("utf-8")

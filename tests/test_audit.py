@@ -368,6 +368,29 @@ def test_rows_the_database_refuses_are_kept_for_the_next_flush(short_lived_conne
     assert writer.stop() == 1 and AuditRecord.objects.count() == 1
 
 
+def test_a_copy_the_database_refuses_raises_and_leaves_the_connection_usable(short_lived_connections):
+    """The COPY runs on libpq's own calls: a refusal (here a row the table cannot take) is an
+    error the writer keeps its rows for, and the connection serves the next batch."""
+    from django.db import connections, router
+
+    from mcp_server.audit import insert as insert_module
+
+    connection = connections[router.db_for_write(AuditRecord)]
+    if connection.vendor != "postgresql":
+        pytest.skip("the COPY path is PostgreSQL's")
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    statement = insert_module._statement(connection, "copy").encode()
+    import psycopg
+
+    with pytest.raises(psycopg.DatabaseError):
+        insert_module.copy(pgconn, statement, b"not a row\n")
+    assert pgconn.nonblocking == 1  # as psycopg keeps it
+    writer = AuditWriter(batch_size=100, interval=3600)
+    writer.add_request(entry(1))
+    assert writer.flush() == 1 and AuditRecord.objects.count() == 1
+
+
 # A background call run in the web process (no broker): one row, with its call id -----------------
 @pytest.mark.asyncio
 async def test_a_background_call_run_here_leaves_one_row_with_its_call_id(audit_on):

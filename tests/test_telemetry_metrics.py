@@ -259,6 +259,29 @@ async def test_a_cancelled_request_is_recorded_as_cancelled(reader):
         "error.type": "cancelled", "gen_ai.tool.name": "wait"}) == before + 1
 
 
+async def test_no_meter_provider_configured_skips_the_measurement(reader, monkeypatch):
+    """While the process's meter provider is the API's proxy or a no-op one, a request's duration
+    is not measured (its attributes are not even made); with an SDK's provider it is again."""
+    from opentelemetry import metrics as api
+
+    server = build_server(f"unconfigured-{uuid.uuid4().hex[:8]}")
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": REVISION, "capabilities": {}, "clientInfo": CLIENT_INFO}}
+    check_server_message(await server.handle_async(initialize), REVISION)
+    await server.handle_async({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    before = count_of(reader, metrics.OPERATION_DURATION, **{"gen_ai.tool.name": "add"})
+    configured = api.get_meter_provider()
+    for unconfigured in (api.NoOpMeterProvider(), api._internal._ProxyMeterProvider()):
+        monkeypatch.setattr(api, "get_meter_provider", lambda unconfigured=unconfigured: unconfigured)
+        check_server_message(await server.handle_async(call), REVISION, "tools/call")
+    assert count_of(reader, metrics.OPERATION_DURATION, **{"gen_ai.tool.name": "add"}) == before
+    monkeypatch.setattr(api, "get_meter_provider", lambda: configured)
+    check_server_message(await server.handle_async(call), REVISION, "tools/call")
+    assert count_of(reader, metrics.OPERATION_DURATION, **{"gen_ai.tool.name": "add"}) == before + 1
+
+
 def test_a_stdio_session_is_recorded_with_a_pipe(reader):
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

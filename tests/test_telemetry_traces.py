@@ -287,6 +287,41 @@ def test_propagation_only_makes_no_span_and_carries_the_callers_context():
     assert seen["carrier"] == {"traceparent": TRACEPARENT}
 
 
+def test_native_without_an_sdk_makes_no_span_but_carries_the_callers_context(monkeypatch):
+    """With no SDK configured (the API's proxy tracer and a no-op provider) a span would go
+    nowhere: none is started, yet the client's context from ``_meta`` is current in the tool."""
+    started = []
+
+    class Unconfigured(trace.ProxyTracer):
+        def start_span(self, *args, **kwargs):
+            started.append(args)
+            return super().start_span(*args, **kwargs)
+
+    unconfigured = Unconfigured("mcp_server")
+    monkeypatch.setattr(tracing, "tracer", lambda: unconfigured)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())
+    server, seen = build_server()
+    server.roots_list_changed_handler(
+        lambda params: seen.update(roots=trace.get_current_span().get_span_context()))
+    client = InProcessClient(server, HANDSHAKE)
+    client.initialize()
+    client.result("tools/call", {"name": "echo", "arguments": {"text": "x"},
+                                 "_meta": {"traceparent": TRACEPARENT}})
+    assert format(seen["span"].trace_id, "032x") == TRACE_ID
+    assert seen["carrier"] == {"traceparent": TRACEPARENT}
+    assert not trace.get_current_span().get_span_context().is_valid  # detached when it finished
+    asyncio.run(server.handle_async({"jsonrpc": "2.0", "method": "notifications/roots/list_changed",
+                                     "params": {"_meta": {"traceparent": TRACEPARENT}}}))
+    assert format(seen["roots"].trace_id, "032x") == TRACE_ID
+    assert not trace.get_current_span().get_span_context().is_valid
+    assert started == []
+    assert finished() == []
+    # Once an SDK's provider is the process's, the same tracer records again.
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: PROVIDER)
+    client.result("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    assert len(started) == 1
+
+
 def test_off_observes_nothing():
     server, seen = build_server()
     with override_settings(MCP_SERVER={"TELEMETRY": "off"}):

@@ -74,13 +74,9 @@ def insert(rows: list[tuple]) -> None:
     connection = connections[router.db_for_write(AuditRecord)]
     if connection.vendor == "postgresql":
         connection.ensure_connection()
-        raw = connection.connection
-        if hasattr(raw, "pipeline"):  # psycopg 3 (psycopg2's copy_expert would do, unused here)
-            data = copy_text(rows)
-            # The driver's cursor: this thread's connection is in autocommit and never in an atomic
-            # block, what Django's wrapper would check at each batch.
-            with raw.cursor() as cursor, cursor.copy(_statement(connection, "copy")) as copy:
-                copy.write(data)
+        pgconn = getattr(connection.connection, "pgconn", None)
+        if pgconn is not None:  # psycopg 3 (psycopg2's copy_expert would do, unused here)
+            copy(pgconn, _statement(connection, "copy").encode(), copy_text(rows))
             return
     adapt_time = connection.ops.adapt_datetimefield_value
     params = []
@@ -97,18 +93,50 @@ def insert(rows: list[tuple]) -> None:
         cursor.executemany(_statement(connection, "insert"), params)
 
 
+def copy(pgconn: Any, statement: bytes, data: bytes) -> None:
+    """Run ``statement`` (a COPY FROM STDIN) with ``data`` through libpq's own calls, as psycopg's
+    ``pq`` module exposes them: psycopg's cursor and ``Copy`` objects cost several times more (a
+    hundred Python calls) than formatting a small batch. This thread's connection is in
+    autocommit and never in an atomic block, what Django's wrapper would check at each batch;
+    it is made blocking for the COPY alone (psycopg keeps it non-blocking for its own waits)."""
+    from psycopg import DatabaseError, pq
+
+    blocking = pgconn.nonblocking
+    pgconn.nonblocking = 0
+    try:
+        result = pgconn.exec_(statement)
+        if result.status != pq.ExecStatus.COPY_IN:
+            raise DatabaseError(_message(result.error_message or pgconn.error_message))
+        if pgconn.put_copy_data(data) != 1 or pgconn.put_copy_end() != 1:
+            raise DatabaseError(_message(pgconn.error_message))
+        failure = None
+        while (result := pgconn.get_result()) is not None:  # until libpq says the COPY is over
+            if result.status != pq.ExecStatus.COMMAND_OK and failure is None:
+                failure = DatabaseError(_message(result.error_message or pgconn.error_message))
+        if failure is not None:
+            raise failure
+    finally:
+        pgconn.nonblocking = blocking
+
+
+def _message(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").strip() or "the COPY of audit rows failed"
+
+
 # COPY's text format: a tab between columns, a newline after each row, \N for NULL, and a
 # backslash before a backslash, tab, newline or carriage return inside a value.
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _NULL = "\\N"
+# The last second formatted, and its text (strftime costs more than a row): kept between batches.
+_last_second = (-1, "")
 
 
 def copy_text(rows: list[tuple]) -> bytes:
     """``rows`` in COPY's text format, UTF-8. A row's time is a datetime, or (a request's row)
     seconds since the epoch: formatted here, the date and time of day once a second."""
     lines = []
-    second = -1
-    prefix = ""
+    global _last_second
+    second, prefix = _last_second
     for row in rows:
         (when, user_id, username, client_id, subject, authentication, session_id, request_id,
          protocol_version, method, name, arguments_digest, arguments, outcome, code, duration,
@@ -141,6 +169,7 @@ def copy_text(rows: list[tuple]) -> bytes:
             _NULL if code is None else str(code), f"{round(duration * 1_000_000)}e-6",
             _NULL if size is None else str(size),
             background_call, "t" if task else "f", _NULL if trace_id is None else trace_id)))
+    _last_second = (second, prefix)  # one store: another thread's batch reads a matching pair
     lines.append("")
     text = "\n".join(lines)
     try:

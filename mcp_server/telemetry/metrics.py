@@ -45,6 +45,18 @@ _instruments: _Instruments | None = None
 _runtimes: weakref.WeakSet = weakref.WeakSet()
 
 
+_recorded: Any = None  # providers.metrics_recorded, imported on first use (it imports OpenTelemetry)
+
+
+def _metrics_recorded() -> bool:
+    global _recorded
+    if _recorded is None:
+        from .providers import metrics_recorded
+
+        _recorded = metrics_recorded
+    return _recorded()
+
+
 def enabled() -> bool:
     """Whether metrics are recorded (``TELEMETRY`` is ``"native"`` and the API is installed)."""
     return mode() == NATIVE
@@ -108,6 +120,9 @@ class OperationMetrics:
 
     def request_finished(self, state: Any, ctx: ServerContext, response: dict | None,
                          error: BaseException | None, duration: float) -> None:
+        # With no SDK configured the measurement would go nowhere: its attributes are not made.
+        if not _metrics_recorded():
+            return
         instruments = _on()
         if instruments is not None:
             instruments.operation.record(duration, operation_attributes(ctx, response, error))

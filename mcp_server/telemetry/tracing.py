@@ -25,6 +25,7 @@ from mcp_protocol.errors import MCPError
 from ..errors import AnsweredElsewhere
 from ..redaction import redact
 from . import propagation
+from .providers import spans_recorded
 from .scope import transport_scope
 
 if TYPE_CHECKING:
@@ -54,9 +55,14 @@ def current_trace_id() -> str | None:
 
 
 class SpanObserver:
-    """Makes the span of each request and notification, current while its handler runs."""
+    """Makes the span of each request and notification, current while its handler runs. With no
+    SDK configured (:func:`~.providers.spans_recorded`) it makes none: the span would go nowhere,
+    and only the client's context from ``_meta`` is made current, as :class:`PropagationObserver`
+    does."""
 
     def request_started(self, ctx: ServerContext) -> Any:
+        if not spans_recorded(tracer()):
+            return None, _carried(ctx.meta), None
         attributes = semconv.message_attributes(ctx.method, ctx.params, ctx.request_id)
         attributes.update(session_attributes(ctx.session))
         tool = capturing_tool(ctx)
@@ -71,6 +77,10 @@ class SpanObserver:
     def request_finished(self, state: Any, ctx: ServerContext, response: dict | None,
                          error: BaseException | None, duration: float) -> None:
         span, token, tool = state
+        if span is None:
+            if token is not None:
+                propagation.detach(token)
+            return
         try:
             if span.is_recording():
                 finish(span, ctx.method, response, error)
@@ -84,6 +94,9 @@ class SpanObserver:
             propagation.detach(token)
 
     def notification_started(self, session: Any, method: str, params: Any) -> Callable[[], None]:
+        if not spans_recorded(tracer()):
+            carried = _carried(params.get("_meta") if isinstance(params, dict) else None)
+            return _nothing if carried is None else lambda: propagation.detach(carried)
         attributes = semconv.message_attributes(method, params)
         attributes.update(session_attributes(session))
         meta = params.get("_meta") if isinstance(params, dict) else None
@@ -104,14 +117,23 @@ class PropagationObserver:
     that background calls and outgoing requests carry it on."""
 
     def request_started(self, ctx: ServerContext) -> Any:
-        if not propagation.carried(ctx.meta):
-            return None
-        return propagation.attach(propagation.extract(ctx.meta))
+        return _carried(ctx.meta)
 
     def request_finished(self, state: Any, ctx: ServerContext, response: dict | None,
                          error: BaseException | None, duration: float) -> None:
         if state is not None:
             propagation.detach(state)
+
+
+def _carried(meta: Any) -> object | None:
+    """The token of the client's context from ``_meta`` made current, or None when it sent none."""
+    if not propagation.carried(meta):
+        return None
+    return propagation.attach(propagation.extract(meta))
+
+
+def _nothing() -> None:
+    return None
 
 
 def parent_and_links(meta: Any) -> tuple[Any, list[Link]]:

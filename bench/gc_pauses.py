@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/gc_pauses.py ours-stateless theirs-stateless --seconds 10
     .venv/bin/python bench/gc_pauses.py ours-stateless-uvicorn --rounds 3
+    .venv/bin/python bench/gc_pauses.py ours-pg theirs-stateful    # one session, SSE responses
 
 Each server (a configuration of ``bench/run.py``) runs under ``bench/gc_recorder.py``; after a
 3-second warm-up, wrk drives ``tools/call`` of echo on one connection for ``--seconds``. Printed
@@ -15,6 +16,7 @@ while wrk's latencies are only indicative on a busy machine.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -28,10 +30,11 @@ sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402
 
-SERVERS = ("theirs-stateless", "ours-stateless", "ours-stateless-uvicorn", "theirs-stateful", "ours-sqlite")
+SERVERS = ("theirs-stateless", "ours-stateless", "ours-stateless-uvicorn", "theirs-stateful", "ours-sqlite",
+           "ours-pg", "ours-pg-uvicorn")
 
 
-def measure(config: run.Config, workdir: Path, seconds: float) -> dict:
+def measure(config: run.Config, workdir: Path, seconds: float, redis_url: str) -> dict:
     record = workdir / f"{config.key}.gc.json"
     python, *rest = config.argv
     recorded = run.Config(config.key, config.label, config.side, config.mode,
@@ -39,12 +42,17 @@ def measure(config: run.Config, workdir: Path, seconds: float) -> dict:
                           {**config.env, "GC_RECORD": str(record)}, config.prepare)
     for command in config.prepare:
         run.subprocess.run(command, cwd=run.ROOT, env={**os.environ, **config.env}, check=True)
+    if "REDIS_URL" in config.env:
+        run.flush_redis(redis_url)
     server = run.Server(recorded, workdir)
     try:
         url = f"http://{run.HOST}:{server.port}/mcp"
-        run.wrk("call.lua", url, threads=1, connections=1, duration=3)
+        # A stateful server: one session, opened before, that every call names.
+        env = {"MCP_SESSIONS": ",".join(asyncio.run(run._prepare_sessions(server.port, 1)))} \
+            if config.mode == "stateful" else {}
+        run.wrk("call.lua", url, threads=1, connections=1, duration=3, env=env)
         os.kill(server.pid, signal.SIGUSR2)
-        result = run.wrk("call.lua", url, threads=1, connections=1, duration=seconds)
+        result = run.wrk("call.lua", url, threads=1, connections=1, duration=seconds, env=env)
         time.sleep(1)  # the recorder writes every half second
         collections = json.loads(record.read_text())
     finally:
@@ -70,13 +78,18 @@ def main() -> int:
     parser.add_argument("servers", nargs="+", choices=SERVERS)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--postgres-url", default=run.DEFAULT_POSTGRES,
+                        help="an admin URL of the PostgreSQL server, for ours-pg (a database is made afresh)")
+    parser.add_argument("--redis-url", default=run.DEFAULT_REDIS, help="a Redis database the run may flush")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mcp-gc-"))
-    configs = run.configs(workdir, None, None)
+    needs_postgres = any(key.startswith("ours-pg") for key in args.servers)
+    postgres = run.fresh_postgres(args.postgres_url) if needs_postgres else None
+    configs = run.configs(workdir, postgres, args.redis_url)
     for round_number in range(args.rounds):
         for key in args.servers:
-            print(f"[round {round_number + 1}] " + line(key, measure(configs[key], workdir, args.seconds)),
-                  flush=True)
+            measured = measure(configs[key], workdir, args.seconds, args.redis_url)
+            print(f"[round {round_number + 1}] " + line(key, measured), flush=True)
     return 0
 
 

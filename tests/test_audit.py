@@ -352,6 +352,28 @@ def test_the_shutdown_hooks_flush_the_installed_writer(short_lived_connections):
         assert AuditRecord.objects.count() == 4
 
 
+def test_the_writers_thread_lets_requests_run_between_rows(short_lived_connections, monkeypatch):
+    """A batch is made and written a few rows at a time, with a pause of the writer's thread in
+    between (a sleep, which lets go of the interpreter lock): made in one go, it held the request
+    waiting for the lock for the interpreter's whole switch interval."""
+    import types
+
+    import mcp_server.audit.insert as insert_module
+
+    pauses: list[float] = []
+    monkeypatch.setattr(insert_module, "time", types.SimpleNamespace(
+        sleep=pauses.append, strftime=time.strftime, gmtime=time.gmtime))
+    writer = AuditWriter(batch_size=100, interval=3600)
+    rows = 5 * insert_module.ROWS_BETWEEN_PAUSES
+    for number in range(rows):
+        writer.add_request(entry(number))
+    assert writer.stop() == rows
+    assert AuditRecord.objects.count() == rows
+    # Between the rows made, and between the rows formatted for the database (or inserted).
+    assert len(pauses) >= 2 * (rows // insert_module.ROWS_BETWEEN_PAUSES) - 1
+    assert all(pause > 0 for pause in pauses)  # a sleep of 0 hands nothing over
+
+
 def test_rows_the_database_refuses_are_kept_for_the_next_flush(short_lived_connections, monkeypatch):
     import mcp_server.audit.writer as writer_module
 

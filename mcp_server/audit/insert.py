@@ -67,6 +67,22 @@ def _field(name: str) -> Any:
     return AuditRecord._meta.get_field("user" if name == "user_id" else name)
 
 
+# Rows made or formatted between two pauses of the writer's thread (see let_requests_run).
+ROWS_BETWEEN_PAUSES = 8
+# Long enough for a thread woken by the lock's release to take it: with no wait at all, the
+# writer's thread takes the lock back first, and the other waits out the switch interval.
+PAUSE_SECONDS = 0.00005
+
+
+def let_requests_run() -> None:
+    """Called by the writer's thread between rows: ``time.sleep(0)`` lets go of the interpreter
+    lock, so the event loop's thread, waiting for it to answer a request, runs now instead of
+    after the interpreter's switch interval (5 ms, ten times a whole call). A batch made in one
+    go held every request that arrived meanwhile for that long: the latency tail at
+    concurrency 1 (docs/performance.md, "The tail at concurrency 1")."""
+    time.sleep(PAUSE_SECONDS)
+
+
 def insert(rows: list[tuple]) -> None:
     """Write ``rows`` (values in ``rows.COLUMNS`` order) on the database that ``AuditRecord``
     writes to: with PostgreSQL and psycopg 3, one COPY (a few microseconds a row); elsewhere one
@@ -80,7 +96,9 @@ def insert(rows: list[tuple]) -> None:
             return
     adapt_time = connection.ops.adapt_datetimefield_value
     params = []
-    for row in rows:
+    for index, row in enumerate(rows, 1):
+        if index % ROWS_BETWEEN_PAUSES == 0:
+            let_requests_run()
         values = list(row)
         values[_REQUEST_ID_AT] = _encode(values[_REQUEST_ID_AT])  # the arguments are JSON text already
         when = values[_TIME_AT]
@@ -89,8 +107,12 @@ def insert(rows: list[tuple]) -> None:
         values[_TIME_AT] = adapt_time(when)
         values[_DURATION_AT] = round(values[_DURATION_AT], 6)  # what a row keeps: microseconds
         params.append(values)
+    statement = _statement(connection, "insert")
     with connection.cursor() as cursor:
-        cursor.executemany(_statement(connection, "insert"), params)
+        for start in range(0, len(params), ROWS_BETWEEN_PAUSES):
+            if start:
+                let_requests_run()
+            cursor.executemany(statement, params[start:start + ROWS_BETWEEN_PAUSES])
 
 
 def copy(pgconn: Any, statement: bytes, data: bytes) -> None:
@@ -137,7 +159,9 @@ def copy_text(rows: list[tuple]) -> bytes:
     lines = []
     global _last_second
     second, prefix = _last_second
-    for row in rows:
+    for index, row in enumerate(rows, 1):
+        if index % ROWS_BETWEEN_PAUSES == 0:
+            let_requests_run()
         (when, user_id, username, client_id, subject, authentication, session_id, request_id,
          protocol_version, method, name, arguments_digest, arguments, outcome, code, duration,
          size, background_call, task, trace_id) = row

@@ -21,7 +21,7 @@ from django.db import connections, router
 from ..models import AuditRecord, ToolCall
 from ..ports import awaited_sizes
 from ..redaction import redactor
-from .insert import insert
+from .insert import ROWS_BETWEEN_PAUSES, insert, let_requests_run
 from .rows import RESPONSE_AT, call_row, request_row
 
 logger = logging.getLogger("mcp_server.audit")
@@ -134,7 +134,9 @@ class AuditWriter:
         redact = redactor()
         call_ids = [value for kind, value in items if kind == "call"]
         calls = ToolCall.objects.select_related("owner").in_bulk(call_ids) if call_ids else {}
-        for kind, value in items:
+        for index, (kind, value) in enumerate(items, 1):
+            if index % ROWS_BETWEEN_PAUSES == 0:
+                let_requests_run()
             try:
                 if kind == "request":
                     rows.append(request_row(value, redact))

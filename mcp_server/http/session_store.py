@@ -11,7 +11,7 @@ import datetime
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
@@ -45,7 +45,12 @@ class SessionRecord:
         return cls(id=uuid.uuid4().hex, **fields)
 
     def dumps(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        # Its fields by name: dataclasses.asdict deep-copies the JSON fields first, for nothing.
+        return json.dumps({
+            "id": self.id, "protocol_version": self.protocol_version, "client_info": self.client_info,
+            "client_capabilities": self.client_capabilities, "log_level": self.log_level,
+            "owner_id": self.owner_id, "origin": self.origin, "principal": self.principal,
+            "server": self.server}, separators=(",", ":"))
 
     @classmethod
     def loads(cls, text: str) -> SessionRecord:

@@ -130,6 +130,17 @@ async def test_exactly_one_caller_takes_over_a_dead_claim(kind):
     assert await liveness.dead_claim("req:s:nothing", "mcp.process.me") is None
 
 
+@pytest.mark.parametrize("kind", ["local", "redis"])
+async def test_a_count_of_claims_is_taken_once_and_a_release_after_it_leaves_it_gone(kind):
+    state, _events = shared(kind)
+    for key in ("stream:s:get", "req:s:1"):
+        assert await state.add_counted(key, "mcp.process.a", 600, "held:s", 600)
+    assert await state.take_count("held:s") == 2
+    assert await state.take_count("held:s") == 0  # removed with the read
+    await state.delete_counted("req:s:1", "held:s")  # a claim released after the session ended
+    assert await state.count("held:s") == 0 and await state.get("req:s:1") is None
+
+
 async def stored(transport: StreamableHTTPTransport, session_id: str, stream: str) -> list[dict]:
     return [message for _sequence, message, _level in await transport.events.replay(session_id, stream, 0)]
 

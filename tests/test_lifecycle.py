@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from mcp_protocol import versions
+from mcp_protocol import jsonrpc, versions
 from mcp_protocol.errors import INVALID_PARAMS, INVALID_REQUEST
 from mcp_server import (
     Configuration,
@@ -64,6 +64,21 @@ def test_initialize_result_carries_everything():
         },
         "instructions": "Be nice.",
     }
+
+
+@pytest.mark.feature("LIFE-01")
+def test_initialize_answers_a_copy_of_the_capabilities():
+    server = Server("copy", capabilities={"tools": {"listChanged": True}, "extensions": {"x": {"v": [1]}}})
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
+
+    def capabilities() -> dict:
+        answer = async_to_sync(server.handle_incoming_async)(jsonrpc.classify(message), ServerSession(server))
+        return answer["result"]["capabilities"]
+
+    first = capabilities()
+    first["tools"]["listChanged"] = False  # what a middleware editing the result would do
+    first["extensions"]["x"]["v"].append(2)
+    assert capabilities() == {"tools": {"listChanged": True}, "extensions": {"x": {"v": [1]}}}
 
 
 @pytest.mark.feature("LIFE-01")

@@ -217,9 +217,10 @@ async def test_servers_sharing_a_database_see_only_their_own_sessions_and_subscr
     blog = SessionStore(state, 60, runtime_group("blog"))
     shop_record = SessionRecord.new(protocol_version="2025-11-25", principal="address:1")
     blog_record = SessionRecord.new(protocol_version="2025-11-25", principal="address:1")
-    assert await shop.create(shop_record, count_principal=True) == 1
-    # The principal's sessions are counted per server.
-    assert await blog.create(blog_record, count_principal=True) == 1
+    # (the principal's sessions, the server's sessions), counted with the insert
+    assert await shop.create(shop_record, count_principal=True, count_sessions=True) == (1, 1)
+    # The principal's sessions and all sessions are counted per server.
+    assert await blog.create(blog_record, count_principal=True, count_sessions=True) == (1, 1)
     assert (await shop.load(shop_record.id)).id == shop_record.id
     # A session of the other server is unknown here, from the shared state and from the database.
     assert await shop.load(blog_record.id) is None

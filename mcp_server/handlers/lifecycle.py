@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from mcp_protocol import versions
@@ -40,12 +39,22 @@ async def initialize(ctx: ServerContext) -> dict[str, Any]:
     ctx.instrumentation["client"] = {"name": client_info["name"], "version": client_info["version"]}
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": copy.deepcopy(server.capabilities_for(version)),
+        "capabilities": _copied(server.capabilities_for(version)),
         "serverInfo": server.server_info_for(version),
     }
     if server.instructions is not None and version != "2024-11-05":
         result["instructions"] = server.instructions
     return result
+
+
+def _copied(value: Any) -> Any:
+    """A copy of JSON-like data (what middleware may edit of a result must not edit the server's
+    own), several times cheaper than ``copy.deepcopy``, which keeps a memo for shared objects."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copied(item) for item in value]
+    return value
 
 
 async def ping(ctx: ServerContext) -> dict:

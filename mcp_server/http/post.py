@@ -133,7 +133,10 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
             raise HTTPError(404, "Session not found")
         raise HTTPError(400, "Invalid Request: Server already initialized", request_id=incoming.id)
     check_origin_storable(request)
-    await _check_capacity(transport)
+    limit = transport.options.max_sessions
+    # Far below the limit a recent count answers; otherwise the sessions are counted with the
+    # insert of this one (no trip of its own), which then goes again when that is too many.
+    counting = limit is not None and not transport.sessions.has_room(limit)
     principal = principal_of(request)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
     answer = await transport.server.handle_incoming_async(incoming, session)
@@ -147,20 +150,23 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         owner_id=request.user.pk if request.user is not None else None,
         origin=request.header("origin") or "", principal=principal,
     )
-    count = await transport.sessions.create(
-        record, count_principal=transport.options.max_sessions_per_principal is not None)
+    count, total = await transport.sessions.create(
+        record, count_principal=transport.options.max_sessions_per_principal is not None,
+        count_sessions=counting)
+    if total is not None and total > limit:
+        await _refuse_past_capacity(transport, record.id, limit)
     await admit_principal(transport, principal, record.id, count, incoming.id)
     await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
 
 
-async def _check_capacity(transport: Any) -> None:
-    if transport.options.max_sessions is None:
-        return
-    if not await transport.sessions.has_room(transport.options.max_sessions):
-        await transport.reap()  # expired sessions go first
-        if await transport.sessions.count() >= transport.options.max_sessions:
-            metrics.refused("sessions", 503)
-            raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
+async def _refuse_past_capacity(transport: Any, session_id: str, limit: int) -> None:
+    """The new session made one too many: expired sessions go first, and if there are still too
+    many, the new one is removed (it never lived) and refused."""
+    await transport.reap()
+    if await transport.sessions.count() > limit:
+        await transport.sessions.delete(session_id, ended=False)
+        metrics.refused("sessions", 503)
+        raise HTTPError(503, "Service Unavailable: too many sessions; try again later")
 
 
 async def _in_session(consumer: StreamableHTTPConsumer, request: Request,

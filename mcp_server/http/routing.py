@@ -153,9 +153,15 @@ class Routing:
         end: no process is told (a message to every process costs more than the rest of a DELETE).
         A process that died holding a claim leaves the count above zero: the message goes then.
         """
-        if await self.state.count(self._held_key(session_id)) > 0:
+        held = self._held_key(session_id)
+        take_count = getattr(self.state, "take_count", None)  # a state written before take_count()
+        if take_count is not None:
+            claims = await take_count(held)  # one round trip: read and removed
+        else:
+            claims = await self.state.count(held)
+            await self.state.delete(held)
+        if claims > 0:
             await self.tell_every_process({"type": "mcp.close", "session_id": session_id})
-        await self.state.delete(self._held_key(session_id))
         forget = getattr(self.events, "forget", None)  # an EventStore written before forget()
         if forget is not None:
             await forget(session_id)

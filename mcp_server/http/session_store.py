@@ -11,7 +11,7 @@ import datetime
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
@@ -45,7 +45,12 @@ class SessionRecord:
         return cls(id=uuid.uuid4().hex, **fields)
 
     def dumps(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        # Its fields by name: dataclasses.asdict deep-copies the JSON fields first, for nothing.
+        return json.dumps({
+            "id": self.id, "protocol_version": self.protocol_version, "client_info": self.client_info,
+            "client_capabilities": self.client_capabilities, "log_level": self.log_level,
+            "owner_id": self.owner_id, "origin": self.origin, "principal": self.principal,
+            "server": self.server}, separators=(",", ":"))
 
     @classmethod
     def loads(cls, text: str) -> SessionRecord:
@@ -73,23 +78,30 @@ class SessionStore:
     def _key(session_id: str) -> str:
         return f"session:{session_id}"
 
-    async def create(self, record: SessionRecord, *, count_principal: bool = False) -> int | None:
-        """Store a new session; with ``count_principal``, returns how many sessions its principal
-        has now (this one included), counted in the same trip to the database."""
+    async def create(self, record: SessionRecord, *, count_principal: bool = False,
+                     count_sessions: bool = False) -> tuple[int | None, int | None]:
+        """Store a new session; returns how many sessions its principal has now (with
+        ``count_principal``) and how many this server has now (with ``count_sessions``), this
+        one included, each counted in the same trip to the database (None: not counted)."""
         record.server = self.server
-        count = await run_in_thread(self._insert, record, count_principal)
-        self._created_since += 1
+        counts = await run_in_thread(self._insert, record, count_principal, count_sessions)
+        if counts[1] is not None:
+            self._counted, self._created_since = (counts[1], time.monotonic()), 0
+        else:
+            self._created_since += 1
         await self.state.set(self._key(record.id), record.dumps(), self._ttl)
-        return count
+        return counts
 
     @staticmethod
-    def _insert(record: SessionRecord, count_principal: bool) -> int | None:
-        from django.db import router
+    def _insert(record: SessionRecord, count_principal: bool,
+                count_sessions: bool) -> tuple[int | None, int | None]:
+        from django.db import connections, router
 
         from ..models import Session
 
         now = timezone.now()
-        insert_row(router.db_for_write(Session), Session, {
+        using = router.db_for_write(Session)
+        insert_row(using, Session, {
             "id": record.id, "protocol_version": record.protocol_version,
             "client_info": _json(record.client_info),
             "client_capabilities": _json(record.client_capabilities),
@@ -97,9 +109,16 @@ class SessionStore:
             "principal": record.principal, "server": record.server, "created_at": now,
             "last_activity": now, "stored_events": 0, "stored_bytes": 0,
         })
-        if not count_principal:
-            return None
-        return Session.objects.filter(**counted_with(record.principal), server=record.server).count()
+        principal = Session.objects.filter(**counted_with(record.principal), server=record.server).count() \
+            if count_principal else None
+        if not count_sessions:
+            return principal, None
+        connection = connections[using]
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {quote(Session._meta.db_table)} "
+                           f"WHERE {quote('server')} = %s", [record.server])
+            return principal, cursor.fetchone()[0]
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """The live session with this id, or None when it is unknown or has expired."""
@@ -170,18 +189,17 @@ class SessionStore:
         self._counted, self._created_since = (counted, time.monotonic()), 0
         return counted
 
-    async def has_room(self, limit: int) -> bool:
-        """Whether there are fewer than ``limit`` sessions.
+    def has_room(self, limit: int) -> bool:
+        """Whether a recent count says there are fewer than ``limit`` sessions, without a query.
 
-        A count per ``initialize`` is a query (and a worker thread): while a count less than a
-        second old plus the sessions created here since is below half the limit, it answers;
-        nearer the limit, sessions are counted again each time.
+        A count per ``initialize`` would be a query: while a count less than a second old plus
+        the sessions created here since is below half the limit, it answers; nearer the limit
+        (False), the sessions are counted again, in the trip that stores the new one
+        (``create(count_sessions=True)``).
         """
         counted = self._counted
-        if counted is not None and time.monotonic() - counted[1] < COUNT_REUSE_SECONDS \
-                and counted[0] + self._created_since < limit / 2:
-            return True
-        return await self.count() < limit
+        return counted is not None and time.monotonic() - counted[1] < COUNT_REUSE_SECONDS \
+            and counted[0] + self._created_since < limit / 2
 
     async def flush_activity(self) -> None:
         """Write the last activity of every session used since the previous flush."""
@@ -241,29 +259,44 @@ class SessionStore:
         connection = connections[using]
         quote = connection.ops.quote_name
         locking = connection.features.has_select_for_update
+        timed = ended and metrics.enabled()
+        postgresql = connection.vendor == "postgresql"
+        table, events, subscriptions = (model._meta.db_table for model in
+                                        (Session, StreamEvent, ResourceSubscription))
         # Plain SQL: the ORM's query building costs several times the queries themselves here, and
         # Django's cascade would first load every session row and ask each related table.
         with transaction.atomic(using=using), connection.cursor() as cursor:
-            locked = list(session_ids)
+            locked, lived = list(session_ids), []
             if locking:
+                # On PostgreSQL the lock reads what the metrics need too (its driver gives aware
+                # date-times, as the ORM would).
                 marks = ", ".join(["%s"] * len(locked))
-                cursor.execute(f"SELECT {quote('id')} FROM {quote(Session._meta.db_table)} WHERE "
-                               f"{quote('id')} IN ({marks}) ORDER BY {quote('id')} FOR UPDATE", locked)
-                locked = [row[0] for row in cursor.fetchall()]
+                cursor.execute(f"SELECT {quote('id')}, {quote('created_at')}, {quote('protocol_version')} "
+                               f"FROM {quote(table)} WHERE {quote('id')} IN ({marks}) "
+                               f"ORDER BY {quote('id')} FOR UPDATE", locked)
+                rows = cursor.fetchall()
+                locked = [row[0] for row in rows]
+                lived = [row[1:] for row in rows] if timed and postgresql else []
             # (SQLite has no row locks: its first write takes the database's write lock, waiting
             # for it, where a read first would fail to upgrade under a concurrent writer.)
             if not locked:
                 return 0
-            lived = list(Session.objects.using(using).filter(pk__in=locked).values_list(
-                "created_at", "protocol_version")) if ended and metrics.enabled() else []
+            if timed and not (locking and postgresql):
+                lived = list(Session.objects.using(using).filter(pk__in=locked).values_list(
+                    "created_at", "protocol_version"))
             # What the cascade deletes: nothing else points at a session, and no signal listens
             # to these models.
             marks = ", ".join(["%s"] * len(locked))
-            for model in (StreamEvent, ResourceSubscription):
-                cursor.execute(f"DELETE FROM {quote(model._meta.db_table)} "
-                               f"WHERE {quote('session_id')} IN ({marks})", locked)
-            cursor.execute(f"DELETE FROM {quote(Session._meta.db_table)} "
-                           f"WHERE {quote('id')} IN ({marks})", locked)
+            deletes = [f"DELETE FROM {quote(events)} WHERE {quote('session_id')} IN ({marks})",
+                       f"DELETE FROM {quote(subscriptions)} WHERE {quote('session_id')} IN ({marks})",
+                       f"DELETE FROM {quote(table)} WHERE {quote('id')} IN ({marks})"]
+            if postgresql:
+                # One statement, one round trip: the rows are locked, so every event stored
+                # before the lock is seen by it, and none is stored after it.
+                cursor.execute(f"WITH e AS ({deletes[0]}), s AS ({deletes[1]}) {deletes[2]}", locked * 3)
+            else:
+                for statement in deletes:
+                    cursor.execute(statement, locked)
             deleted = len(locked) if locking else cursor.rowcount
         if lived and deleted:
             metrics.sessions_ended(lived)

@@ -39,6 +39,9 @@ class SharedState(Protocol):
     async def count(self, counter: str) -> int:
         """The value of ``counter`` (0 when absent)."""
 
+    # Optional (the built-in states have it): ``async def take_count(self, counter: str) -> int``,
+    # :meth:`count` and the counter removed in one step (a DELETE's count of its session's claims).
+
 
 class LocalState:
     """Process memory; right for one process only."""
@@ -107,6 +110,12 @@ class LocalState:
     async def count(self, counter: str) -> int:
         with self._lock:
             value = self._live(counter)
+            return int(value) if value is not None else 0
+
+    async def take_count(self, counter: str) -> int:
+        with self._lock:
+            value = self._live(counter)
+            self._values.pop(counter, None)
             return int(value) if value is not None else 0
 
 
@@ -180,6 +189,10 @@ class RedisState:
 
     async def count(self, counter: str) -> int:
         value = await self.clients.get().execute("GET", self.prefix + counter)
+        return int(value) if value is not None else 0
+
+    async def take_count(self, counter: str) -> int:
+        value = await self.clients.get().execute("GETDEL", self.prefix + counter)
         return int(value) if value is not None else 0
 
 

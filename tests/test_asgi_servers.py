@@ -115,19 +115,25 @@ def test_every_connection_has_nagle_off(server, transactional_db):
             theirs.close()
 
 
+def post_modern_call(port: int, message: dict) -> socket.socket:
+    """A 2026-07-28 call (checked against its schema) sent as a raw POST on a connection of its
+    own, left open for the caller to read."""
+    check_client_message(message, MODERN)
+    body = json.dumps(message).encode()
+    headers = {**modern_headers(message), "host": f"127.0.0.1:{port}", "content-length": str(len(body))}
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
+    sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+    return sock
+
+
 # A client that goes away -----------------------------------------------------------------------
 @pytest.mark.feature("HTTP-30")
 def test_a_client_that_goes_away_cancels_its_modern_call(server, transactional_db):
     message = {"jsonrpc": "2.0", "id": "gone-1", "method": "tools/call", "params": {
         "name": "progress_then_wait_for_cancel", "arguments": {},
         "_meta": {**envelope(), "progressToken": "p"}}}
-    check_client_message(message, MODERN)
-    body = json.dumps(message).encode()
-    headers = {**modern_headers(message), "host": f"127.0.0.1:{server.port}",
-               "content-length": str(len(body))}
-    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE)
-    sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+    sock = post_modern_call(server.port, message)
     seen = b""
     while b"notifications/progress" not in seen:  # the call runs
         chunk = sock.recv(65536)
@@ -148,13 +154,7 @@ def test_each_of_granians_workers_drains_on_sigterm(django_db_setup, django_db_b
         message = {"jsonrpc": "2.0", "id": "drained", "method": "tools/call", "params": {
             "name": "slow_count", "arguments": {"count": 6, "delay": 0.5},
             "_meta": {**envelope(), "progressToken": "p"}}}
-        check_client_message(message, MODERN)
-        body = json.dumps(message).encode()
-        headers = {**modern_headers(message), "host": f"127.0.0.1:{server.port}",
-                   "content-length": str(len(body))}
-        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as sock:
-            sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+        with post_modern_call(server.port, message) as sock:
             seen = b""
             while b"notifications/progress" not in seen:
                 chunk = sock.recv(65536)

@@ -5,7 +5,8 @@ With no other configuration it runs on the embedded default: SQLite and the in-m
 ``DATABASE_URL`` switches to PostgreSQL, ``REDIS_URL`` to the Redis channel layer and cache;
 ``CELERY_BROKER_URL`` runs background tools on Celery workers (``celery -A project worker``);
 ``MCP_STATELESS=1`` and ``MCP_JSON_RESPONSE=1`` switch the transport's modes (see the bottom);
-``MCP_DATABASE_POOL=N`` gives each process a pool of at most N PostgreSQL connections;
+on PostgreSQL each process has a pool of at most ``MCP_DATABASE_POOL`` connections (10 unless
+set; ``MCP_DATABASE_POOL=0``: none, a connection per request);
 ``MCP_PROTECTED=1`` makes the endpoint require a token of the demo's own authorization server, with
 ``MCP_PUBLIC_URL`` the origin clients reach the demo at (default ``http://127.0.0.1:8000``).
 """
@@ -81,12 +82,16 @@ TEMPLATES = [
     },
 ]
 
+# The connections of a process's pool on PostgreSQL (MCP_DATABASE_POOL, below).
+DEFAULT_DATABASE_POOL = 10
 DATABASES = {
     "default": dj_database_url.config(
         # No persistent connections (Django's advice under ASGI): sync code runs on threads that
         # come and go, and a connection kept per thread would stay open, idle, until the server
         # refused every process. Each is closed once its request or worker-thread call ends, so a
-        # process holds only the connections in use (docs/production.md, "Deploying").
+        # process holds only the connections in use (docs/production.md, "Deploying"). With the
+        # pool (below, the default on PostgreSQL) "closed" gives it back to the pool: Django
+        # requires CONN_MAX_AGE 0 there.
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0,
         # A connection that the server ended (a restart, a failover, pg_terminate_backend) is
         # found dead and replaced before a request uses it, instead of failing that request.
@@ -98,19 +103,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A server that cannot be reached (a failover in progress, a host gone) fails the request in
     # seconds (503) instead of waiting for TCP to give up; DATABASE_URL's ?connect_timeout= wins.
     options.setdefault("connect_timeout", 5)
-    # MCP_DATABASE_POOL=N: Django's connection pool (psycopg_pool, `pip install psycopg[pool]`),
-    # at most N connections per process, kept open and checked before each use (so one that a
-    # restart killed is replaced). A request waits at most 5 s for one, then gets 503: while the
-    # server is down, requests fail in that time rather than at the pool's default 30 s.
+    # Django's connection pool (psycopg_pool: the `postgres` extra installs it), at most
+    # MCP_DATABASE_POOL connections per process (10 unless set; 0 turns the pool off), kept open
+    # and checked before each use (so one that a restart killed is replaced). Without it each
+    # request that touches the database opens a connection and closes it (about 1.6 M
+    # instructions each, two per session). A request waits at most 5 s for one, then gets 503:
+    # while the server is down, requests fail in that time rather than at the pool's default 30 s.
     # A Celery worker's children each open their own (docs/production.md, "PostgreSQL").
-    if os.environ.get("MCP_DATABASE_POOL"):
-        size = os.environ["MCP_DATABASE_POOL"]
-        if not size.isdigit() or int(size) < 1:
-            raise ImproperlyConfigured(f"MCP_DATABASE_POOL is a number of connections (1 or more), "
-                                       f"not {size!r}")
-        size = int(size)
-        options["pool"] = {"min_size": min(2, size), "max_size": size, "timeout": 5}
-elif os.environ.get("MCP_DATABASE_POOL"):
+    size = os.environ.get("MCP_DATABASE_POOL") or str(DEFAULT_DATABASE_POOL)
+    if not size.isdigit():
+        raise ImproperlyConfigured(f"MCP_DATABASE_POOL is a number of connections (0 for no pool), "
+                                   f"not {size!r}")
+    if int(size) > 0:
+        options["pool"] = {"min_size": min(2, int(size)), "max_size": int(size), "timeout": 5}
+elif os.environ.get("MCP_DATABASE_POOL", "0") != "0":
     raise ImproperlyConfigured("MCP_DATABASE_POOL needs PostgreSQL (DATABASE_URL=postgres://...)")
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so test servers in other processes see the test database.

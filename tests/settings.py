@@ -21,6 +21,14 @@ MCP_SERVER = {**MCP_SERVER, "REGISTRY_IN_DATABASE": False,
               # servers the tests start (tests.http_settings) keep it on, as a project does.
               "AUDIT": False}
 
+# The in-process test runner renames the database as it makes the test database, and Django's
+# PostgreSQL backend keeps one pool per alias for the process's life, made with the name of its
+# first connection: the tests run without the demo's pool, as do the servers they start
+# (tests.http_settings), unless MCP_DATABASE_POOL asks for one (tests/test_postgresql_pooling.py,
+# tests/test_postgresql_restarts.py).
+if not os.environ.get("MCP_DATABASE_POOL"):
+    DATABASES["default"].get("OPTIONS", {}).pop("pool", None)  # noqa: F405
+
 # DRF's TokenAuthentication, accepted as it is by the endpoint (tests/test_auth_resource_server.py).
 INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]  # noqa: F405
 

@@ -192,7 +192,7 @@ def test_a_postgresql_restart_fails_requests_fast_and_the_processes_serve_again_
 def test_the_pool_setting_is_refused_when_it_is_not_a_size() -> None:
     """``MCP_DATABASE_POOL`` names a size; anything else stops the process with the reason."""
     for value, reason in (("many", "MCP_DATABASE_POOL is a number of connections"),
-                          ("0", "MCP_DATABASE_POOL is a number of connections")):
+                          ("-1", "MCP_DATABASE_POOL is a number of connections")):
         done = subprocess.run(
             [sys.executable, "-c", "import django; django.setup()"], cwd=REPO, capture_output=True, text=True,
             env={**_environment(), "DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEVELOPMENT": "1",

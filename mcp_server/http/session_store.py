@@ -180,7 +180,7 @@ class SessionStore:
 
     @staticmethod
     def _delete_row(session_id: str, ended: bool = True) -> bool:
-        return SessionStore._delete_rows([session_id], ended=ended) > 0
+        return bool(SessionStore._delete_rows([session_id], ended=ended))
 
     async def count(self) -> int:
         from ..models import Session
@@ -241,9 +241,10 @@ class SessionStore:
         return list(idle.values_list("pk", flat=True))
 
     @staticmethod
-    def _delete_rows(session_ids: list[str], *, ended: bool = True) -> int:
-        """Delete sessions with their subscriptions and stored events; returns how many. With
-        metrics on, the durations of those that ``ended`` are recorded once they are gone.
+    def _delete_rows(session_ids: list[str], *, ended: bool = True) -> list[str]:
+        """Delete sessions with their subscriptions and stored events; returns the principals of
+        those deleted (one per session). With metrics on, the durations of those that ``ended``
+        are recorded once they are gone.
 
         The rows are locked first, because a request of the session may still be running in
         some process and storing events: one stored before the lock goes with the session, one
@@ -258,49 +259,81 @@ class SessionStore:
         using = router.db_for_write(Session)
         connection = connections[using]
         quote = connection.ops.quote_name
-        locking = connection.features.has_select_for_update
         timed = ended and metrics.enabled()
-        postgresql = connection.vendor == "postgresql"
         table, events, subscriptions = (model._meta.db_table for model in
                                         (Session, StreamEvent, ResourceSubscription))
+        ids = list(session_ids)
+        if not ids:
+            return []
+        marks = ", ".join(["%s"] * len(ids))
         # Plain SQL: the ORM's query building costs several times the queries themselves here, and
         # Django's cascade would first load every session row and ask each related table.
+        # What the cascade deletes: nothing else points at a session, and no signal listens to
+        # these models.
+        def statements(marks: str) -> list[str]:
+            return [f"DELETE FROM {quote(events)} WHERE {quote('session_id')} IN ({marks})",
+                    f"DELETE FROM {quote(subscriptions)} WHERE {quote('session_id')} IN ({marks})",
+                    f"DELETE FROM {quote(table)} WHERE {quote('id')} IN ({marks})"]
+        deletes = statements(marks)
+        returning = f" RETURNING {quote('principal')}, {quote('created_at')}, {quote('protocol_version')}"
+        if connection.vendor == "postgresql":
+            lock = (f"SELECT 1 FROM {quote(table)} WHERE {quote('id')} IN ({marks}) "
+                    f"ORDER BY {quote('id')} FOR UPDATE")
+            # The deletes in one statement: the rows are locked, so every event stored before the
+            # lock is seen by it, and none is stored after it. (Its driver gives aware date-times
+            # for the metrics, as the ORM would.)
+            delete = f"WITH e AS ({deletes[0]}), s AS ({deletes[1]}) {deletes[2]}{returning}"
+            with connection.cursor() as cursor:
+                if _binds_on_client(cursor):
+                    # Both statements in one round trip: the simple query protocol runs them in
+                    # one transaction (the lock held until the end), each with its own snapshot.
+                    cursor.execute(f"{lock}; {delete}", ids * 4)
+                    cursor.nextset()
+                    gone = cursor.fetchall()
+                else:
+                    with transaction.atomic(using=using):
+                        cursor.execute(lock, ids)
+                        cursor.execute(delete, ids * 3)
+                        gone = cursor.fetchall()
+            if timed and gone:
+                metrics.sessions_ended([row[1:] for row in gone])
+            return [row[0] for row in gone]
         with transaction.atomic(using=using), connection.cursor() as cursor:
-            locked, lived = list(session_ids), []
-            if locking:
-                # On PostgreSQL the lock reads what the metrics need too (its driver gives aware
-                # date-times, as the ORM would).
-                marks = ", ".join(["%s"] * len(locked))
-                cursor.execute(f"SELECT {quote('id')}, {quote('created_at')}, {quote('protocol_version')} "
-                               f"FROM {quote(table)} WHERE {quote('id')} IN ({marks}) "
-                               f"ORDER BY {quote('id')} FOR UPDATE", locked)
-                rows = cursor.fetchall()
-                locked = [row[0] for row in rows]
-                lived = [row[1:] for row in rows] if timed and postgresql else []
+            if connection.features.has_select_for_update:
+                cursor.execute(f"SELECT {quote('id')} FROM {quote(table)} WHERE {quote('id')} "
+                               f"IN ({marks}) ORDER BY {quote('id')} FOR UPDATE", ids)
+                ids = [row[0] for row in cursor.fetchall()]
+                if not ids:
+                    return []
+                deletes = statements(", ".join(["%s"] * len(ids)))
             # (SQLite has no row locks: its first write takes the database's write lock, waiting
             # for it, where a read first would fail to upgrade under a concurrent writer.)
-            if not locked:
-                return 0
-            if timed and not (locking and postgresql):
-                lived = list(Session.objects.using(using).filter(pk__in=locked).values_list(
-                    "created_at", "protocol_version"))
-            # What the cascade deletes: nothing else points at a session, and no signal listens
-            # to these models.
-            marks = ", ".join(["%s"] * len(locked))
-            deletes = [f"DELETE FROM {quote(events)} WHERE {quote('session_id')} IN ({marks})",
-                       f"DELETE FROM {quote(subscriptions)} WHERE {quote('session_id')} IN ({marks})",
-                       f"DELETE FROM {quote(table)} WHERE {quote('id')} IN ({marks})"]
-            if postgresql:
-                # One statement, one round trip: the rows are locked, so every event stored
-                # before the lock is seen by it, and none is stored after it.
-                cursor.execute(f"WITH e AS ({deletes[0]}), s AS ({deletes[1]}) {deletes[2]}", locked * 3)
+            lived = list(Session.objects.using(using).filter(pk__in=ids).values_list(
+                "principal", "created_at", "protocol_version")) if timed else []
+            for statement in deletes[:2]:
+                cursor.execute(statement, ids)
+            if connection.features.can_return_columns_from_insert:  # SQLite 3.35+
+                cursor.execute(deletes[2] + f" RETURNING {quote('principal')}", ids)
+                principals = [row[0] for row in cursor.fetchall()]
             else:
-                for statement in deletes:
-                    cursor.execute(statement, locked)
-            deleted = len(locked) if locking else cursor.rowcount
-        if lived and deleted:
-            metrics.sessions_ended(lived)
-        return deleted
+                principals = [row[0] for row in lived] if timed else list(
+                    Session.objects.using(using).filter(pk__in=ids).values_list("principal", flat=True))
+                cursor.execute(deletes[2], ids)
+                if not cursor.rowcount:
+                    principals = []
+        if lived and principals:
+            metrics.sessions_ended([row[1:] for row in lived])
+        return principals
+
+
+def _binds_on_client(cursor: Any) -> bool:
+    """Whether the driver merges parameters into the query text (psycopg 3's client-side cursor,
+    Django's default), which lets one execute run several statements."""
+    try:
+        from psycopg import ClientCursor
+    except ImportError:
+        return False
+    return isinstance(getattr(cursor, "cursor", None), ClientCursor)
 
 
 def _json(value: Any) -> str:

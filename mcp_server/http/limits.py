@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_protocol.errors import INVALID_REQUEST, RATE_LIMITED
 
-from ..invoke import run_in_thread
 from ..telemetry import metrics
 from .errors import HTTPError
 
@@ -144,14 +143,15 @@ def check_limits(**limits: int | None) -> None:
 
 async def admit_principal(transport: StreamableHTTPTransport, principal: str, session_id: str,
                           count: int | None, request_id: object) -> None:
-    """A new session was stored, and its principal now has ``count`` (counted with the insert,
-    so sessions made at the same time on other processes are seen): past the limit, expired
-    sessions go first, and if it is still past it, this one is removed and refused."""
+    """A new session was stored, and its principal now has ``count`` (its counter, moved as the
+    session was stored, so sessions made at the same time on other processes are seen): past the
+    limit, expired sessions go first, and if the database still counts too many, this one is
+    removed and refused."""
     limit = transport.options.max_sessions_per_principal
     if limit is None or count is None or count <= limit:
         return
     await transport.reap()
-    if await _sessions_of(principal) > limit:
+    if await transport.sessions.count_principal(principal) > limit:
         await transport.sessions.delete(session_id, ended=False)
         metrics.refused("sessions_per_principal", 429)
         raise _too_many_sessions(transport, request_id)
@@ -162,9 +162,3 @@ def _too_many_sessions(transport: StreamableHTTPTransport, request_id: object) -
                      "most allowed; end one (DELETE) or let one expire", transport.reap_interval)
     error.request_id = request_id
     return error
-
-
-async def _sessions_of(principal: str) -> int:
-    from ..models import Session
-
-    return await run_in_thread(Session.objects.filter(**counted_with(principal)).count)

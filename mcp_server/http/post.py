@@ -134,9 +134,6 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         raise HTTPError(400, "Invalid Request: Server already initialized", request_id=incoming.id)
     check_origin_storable(request)
     limit = transport.options.max_sessions
-    # Far below the limit a recent count answers; otherwise the sessions are counted with the
-    # insert of this one (no trip of its own), which then goes again when that is too many.
-    counting = limit is not None and not transport.sessions.has_room(limit)
     principal = principal_of(request)
     session = ServerSession(transport.server, outbound=DroppingOutbound())
     answer = await transport.server.handle_incoming_async(incoming, session)
@@ -152,7 +149,7 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
     )
     count, total = await transport.sessions.create(
         record, count_principal=transport.options.max_sessions_per_principal is not None,
-        count_sessions=counting)
+        count_sessions=limit is not None)
     if total is not None and total > limit:
         await _refuse_past_capacity(transport, record.id, limit)
     await admit_principal(transport, principal, record.id, count, incoming.id)
@@ -160,8 +157,8 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
 
 
 async def _refuse_past_capacity(transport: Any, session_id: str, limit: int) -> None:
-    """The new session made one too many: expired sessions go first, and if there are still too
-    many, the new one is removed (it never lived) and refused."""
+    """The new session made one too many: expired sessions go first, and if the database still
+    counts too many, the new one is removed (it never lived) and refused."""
     await transport.reap()
     if await transport.sessions.count() > limit:
         await transport.sessions.delete(session_id, ended=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +19,11 @@ from ..invoke import run_in_thread
 from ..rows import insert_row
 from ..telemetry import metrics
 from .limits import counted_with
+from .session_counts import COUNT_TTL, count_rows, keeps_counts, principal_counter, server_counter
 from .shared_state import SharedState
 
 # How long a session lives in the shared state when it never expires on its own.
 NO_EXPIRY_CACHE_TTL = 24 * 3600.0
-# How long a count of the sessions may answer "is there room for one more" (see has_room).
-COUNT_REUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -66,9 +64,6 @@ class SessionStore:
         self.idle_timeout = idle_timeout
         self.server = server
         self._touched: set[str] = set()
-        # The last count of sessions (value, when) and how many this process created since.
-        self._counted: tuple[int, float] | None = None
-        self._created_since = 0
 
     @property
     def _ttl(self) -> float:
@@ -82,15 +77,27 @@ class SessionStore:
                      count_sessions: bool = False) -> tuple[int | None, int | None]:
         """Store a new session; returns how many sessions its principal has now (with
         ``count_principal``) and how many this server has now (with ``count_sessions``), this
-        one included, each counted in the same trip to the database (None: not counted)."""
+        one included (None: not counted). The counts are the shared state's counters, moved in
+        the round trip that stores the session's entry (session_counts.py); with a state that
+        has none, they are counted in the database with the insert."""
         record.server = self.server
-        counts = await run_in_thread(self._insert, record, count_principal, count_sessions)
-        if counts[1] is not None:
-            self._counted, self._created_since = (counts[1], time.monotonic()), 0
-        else:
-            self._created_since += 1
-        await self.state.set(self._key(record.id), record.dumps(), self._ttl)
-        return counts
+        if not keeps_counts(self.state):
+            counts = await run_in_thread(self._insert, record, count_principal, count_sessions)
+            await self.state.set(self._key(record.id), record.dumps(), self._ttl)
+            return counts
+        await run_in_thread(self._insert, record, False, False)
+        counters = [server_counter(self.server)] if count_sessions else []
+        if count_principal:
+            counters.append(principal_counter(self.server, record.principal))
+        counted = await self.state.set_counting(self._key(record.id), record.dumps(), self._ttl,
+                                                counters)
+        for position, number in enumerate(counted):
+            if number is None:  # absent: counted anew, this session included
+                principal = record.principal if counters[position] != server_counter(self.server) else None
+                counted[position] = await run_in_thread(count_rows, self.server, principal)
+                await self.state.add(counters[position], str(counted[position]), COUNT_TTL)
+        total = counted.pop(0) if count_sessions else None
+        return (counted[0] if count_principal else None), total
 
     @staticmethod
     def _insert(record: SessionRecord, count_principal: bool,
@@ -131,28 +138,31 @@ class SessionStore:
                 return None
             self._touched.add(session_id)
             return record
-        record = await run_in_thread(self._select, session_id, self.server, self.idle_timeout)
+        record, expired = await run_in_thread(self._select, session_id, self.server, self.idle_timeout)
+        if expired:
+            await self._forget([], expired)
         if record is not None:
             self._touched.add(session_id)
             await self.state.set(self._key(session_id), record.dumps(), self._ttl)
         return record
 
     @staticmethod
-    def _select(session_id: str, server: str, idle_timeout: float | None) -> SessionRecord | None:
+    def _select(session_id: str, server: str,
+                idle_timeout: float | None) -> tuple[SessionRecord | None, list[str]]:
+        """The session's row, or None; and the principals of the sessions deleted as expired."""
         from ..models import Session
 
         row = Session.objects.filter(pk=session_id, server=server).first()
         if row is None:
-            return None
+            return None, []
         if idle_timeout is not None and \
                 row.last_activity < timezone.now() - datetime.timedelta(seconds=idle_timeout):
-            SessionStore._delete_rows([row.pk])
-            return None
+            return None, SessionStore._delete_rows([row.pk])
         return SessionRecord(
             id=row.id, protocol_version=row.protocol_version, client_info=row.client_info,
             client_capabilities=row.client_capabilities, log_level=row.log_level,
             owner_id=row.owner_id, origin=row.origin, principal=row.principal, server=row.server,
-        )
+        ), []
 
     async def peek(self, session_id: str) -> SessionRecord | None:
         """The shared-state copy of a session, without counting as activity."""
@@ -174,32 +184,35 @@ class SessionStore:
     async def delete(self, session_id: str, *, ended: bool = True) -> bool:
         """Delete a session; ``ended=False`` for one refused as it was made, which never lived
         (its duration is not recorded)."""
-        await self.state.delete(self._key(session_id))
         self._touched.discard(session_id)
-        return await run_in_thread(self._delete_row, session_id, ended)
+        principals = await run_in_thread(self._delete_rows, [session_id], ended=ended)
+        await self._forget([self._key(session_id)], principals)
+        return bool(principals)
 
-    @staticmethod
-    def _delete_row(session_id: str, ended: bool = True) -> bool:
-        return bool(SessionStore._delete_rows([session_id], ended=ended))
+    async def _forget(self, keys: list[str], principals: list[str]) -> None:
+        """Remove shared-state entries of sessions, and take the sessions deleted (one principal
+        each) from the counters, in one round trip."""
+        if not keeps_counts(self.state):
+            for key in keys:
+                await self.state.delete(key)
+            return
+        counters = [server_counter(self.server)] * len(principals) + \
+            [principal_counter(self.server, principal) for principal in principals]
+        if keys or counters:
+            await self.state.delete_uncounting(keys, counters)
 
     async def count(self) -> int:
-        from ..models import Session
-
-        counted = await run_in_thread(Session.objects.filter(server=self.server).count)
-        self._counted, self._created_since = (counted, time.monotonic()), 0
+        """The server's sessions, counted in the database; its counter is set to the count."""
+        counted = await run_in_thread(count_rows, self.server)
+        await self.state.set(server_counter(self.server), str(counted), COUNT_TTL)
         return counted
 
-    def has_room(self, limit: int) -> bool:
-        """Whether a recent count says there are fewer than ``limit`` sessions, without a query.
-
-        A count per ``initialize`` would be a query: while a count less than a second old plus
-        the sessions created here since is below half the limit, it answers; nearer the limit
-        (False), the sessions are counted again, in the trip that stores the new one
-        (``create(count_sessions=True)``).
-        """
-        counted = self._counted
-        return counted is not None and time.monotonic() - counted[1] < COUNT_REUSE_SECONDS \
-            and counted[0] + self._created_since < limit / 2
+    async def count_principal(self, principal: str) -> int:
+        """The sessions of ``principal``'s fair share here, counted in the database; its counter
+        is set to the count."""
+        counted = await run_in_thread(count_rows, self.server, principal)
+        await self.state.set(principal_counter(self.server, principal), str(counted), COUNT_TTL)
+        return counted
 
     async def flush_activity(self) -> None:
         """Write the last activity of every session used since the previous flush."""
@@ -229,7 +242,7 @@ class SessionStore:
         candidates = await run_in_thread(self._idle_ids, self.server, self.idle_timeout)
         expired = [sid for sid in candidates if await self.state.get(self._key(sid)) is None]
         if expired:
-            await run_in_thread(self._delete_rows, expired)
+            await self._forget([], await run_in_thread(self._delete_rows, expired))
         return expired
 
     @staticmethod

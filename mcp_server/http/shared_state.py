@@ -39,8 +39,14 @@ class SharedState(Protocol):
     async def count(self, counter: str) -> int:
         """The value of ``counter`` (0 when absent)."""
 
-    # Optional (the built-in states have it): ``async def take_count(self, counter: str) -> int``,
-    # :meth:`count` and the counter removed in one step (a DELETE's count of its session's claims).
+    # Optional (the built-in states have them):
+    # - ``async def take_count(self, counter: str) -> int``: :meth:`count` and the counter removed
+    #   in one step (a DELETE's count of its session's claims);
+    # - ``async def set_counting(self, key, value, ttl, counters: list[str]) -> list[int | None]``:
+    #   :meth:`set`, and one added to each counter that exists: their new values (None: absent);
+    # - ``async def delete_uncounting(self, keys: list[str], counters: list[str]) -> None``: the
+    #   keys removed, and one taken from each counter that exists, once for each time it is named.
+    # (The counts of sessions, session_counts.py: a state without them counts in the database.)
 
 
 class LocalState:
@@ -118,6 +124,29 @@ class LocalState:
             self._values.pop(counter, None)
             return int(value) if value is not None else 0
 
+    async def set_counting(self, key: str, value: str, ttl: float,
+                           counters: list[str]) -> list[int | None]:
+        with self._lock:
+            self._values[key] = (value, time.monotonic() + ttl)
+            counted: list[int | None] = []
+            for counter in counters:
+                if self._live(counter) is None:
+                    counted.append(None)
+                    continue
+                number, expires = self._values[counter]
+                self._values[counter] = (str(int(number) + 1), expires)
+                counted.append(int(number) + 1)
+            return counted
+
+    async def delete_uncounting(self, keys: list[str], counters: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._values.pop(key, None)
+            for counter in counters:
+                if self._live(counter) is not None:
+                    number, expires = self._values[counter]
+                    self._values[counter] = (str(int(number) - 1), expires)
+
 
 _DELETE_IF_EQUAL = Script("""
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -140,6 +169,29 @@ if not value or (ARGV[1] ~= '' and value ~= ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECR', KEYS[2]) end
 return 1
+""")
+
+
+# KEYS: the key, then the counters. ARGV: value, its time to live (ms). A counter keeps its own
+# time to live (INCR does not change it); an absent one reads -1 (not made: it is counted anew).
+_SET_COUNTING = Script("""
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local counted = {}
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then counted[i - 1] = redis.call('INCR', KEYS[i])
+  else counted[i - 1] = -1 end
+end
+return counted
+""")
+
+# KEYS: the keys to remove, then the counters. ARGV: how many keys.
+_DELETE_UNCOUNTING = Script("""
+local keys = tonumber(ARGV[1])
+for i = 1, keys do redis.call('DEL', KEYS[i]) end
+for i = keys + 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
+end
+return 0
 """)
 
 
@@ -194,6 +246,17 @@ class RedisState:
     async def take_count(self, counter: str) -> int:
         value = await self.clients.get().execute("GETDEL", self.prefix + counter)
         return int(value) if value is not None else 0
+
+    async def set_counting(self, key: str, value: str, ttl: float,
+                           counters: list[str]) -> list[int | None]:
+        counted = await self.clients.get().run_script(
+            _SET_COUNTING, [self.prefix + key, *(self.prefix + counter for counter in counters)],
+            [value, _ms(ttl)])
+        return [None if number < 0 else number for number in counted]
+
+    async def delete_uncounting(self, keys: list[str], counters: list[str]) -> None:
+        await self.clients.get().run_script(
+            _DELETE_UNCOUNTING, [self.prefix + key for key in [*keys, *counters]], [len(keys)])
 
 
 def _ms(seconds: float) -> int:

@@ -363,6 +363,7 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   redis.call('DEL', ARGV[1] .. string.sub(member, second + 1))
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if KEYS[4] then return redis.call('GETDEL', KEYS[4]) end
 return 0
 """)
 
@@ -483,6 +484,14 @@ class RedisEventStore:
         await self.clients.get().run_script(
             _FORGET, [*self._session_keys(session_id), self._stream_key(session_id, GET_STREAM)],
             [self._stream_prefix(session_id)])
+
+    async def forget_taking(self, session_id: str, counter: str) -> int:
+        """:meth:`forget`, and in the same round trip the value of ``counter`` (a shared-state key,
+        unprefixed: this store shares the state's Redis and prefix) read and removed (0: absent)."""
+        value = await self.clients.get().run_script(
+            _FORGET, [*self._session_keys(session_id), self._stream_key(session_id, GET_STREAM),
+                      self.prefix + counter], [self._stream_prefix(session_id)])
+        return int(value) if value else 0
 
 
 def _parse_events(members: list[str]) -> list[tuple[int, int, str, str]]:

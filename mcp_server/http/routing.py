@@ -154,6 +154,12 @@ class Routing:
         A process that died holding a claim leaves the count above zero: the message goes then.
         """
         held = self._held_key(session_id)
+        forget_taking = getattr(self.events, "forget_taking", None) if self._events_read_the_state else None
+        if forget_taking is not None:
+            # One round trip: the stored events dropped, the count of claims read and removed.
+            if await forget_taking(session_id, held) > 0:
+                await self.tell_every_process({"type": "mcp.close", "session_id": session_id})
+            return
         take_count = getattr(self.state, "take_count", None)  # a state written before take_count()
         if take_count is not None:
             claims = await take_count(held)  # one round trip: read and removed

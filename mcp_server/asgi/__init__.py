@@ -25,6 +25,7 @@ from ..http.daphne import (
     send_daphne_writes_at_once,
     skip_daphne_form_parsing,
 )
+from ..http.daphne_memory import lean_daphne_request_queues, slim_daphne_requests
 from ..http.daphne_reaping import reap_finished_daphne_requests
 from ..http.drain import Draining, chain_sigterm, drain
 from ..settings import mcp_settings
@@ -35,10 +36,10 @@ from .static import StaticFiles, serves_static
 
 __all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
            "drain_daphne_on_shutdown", "endpoint_path", "freeze_startup_objects",
-           "get_asgi_application", "install_daphne_hooks", "lifespan", "mcp_urlpatterns",
-           "protected_resource_metadata_app", "reap_finished_daphne_requests",
+           "get_asgi_application", "install_daphne_hooks", "lean_daphne_request_queues", "lifespan",
+           "mcp_urlpatterns", "protected_resource_metadata_app", "reap_finished_daphne_requests",
            "refuse_oversized_daphne_bodies", "send_daphne_writes_at_once", "serves_static",
-           "session_auth", "skip_daphne_form_parsing", "streamable_http_app"]
+           "session_auth", "skip_daphne_form_parsing", "slim_daphne_requests", "streamable_http_app"]
 
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 
@@ -63,13 +64,16 @@ def endpoint_path() -> str:
 def install_daphne_hooks(path: str) -> None:
     """Under daphne: no form parsing of POST bodies, no Nagle delay, an oversized body to ``path``
     refused while it arrives, slow readers cut off, a drain on SIGTERM (see
-    ``mcp_server.http.daphne``), and finished requests forgotten at once
+    ``mcp_server.http.daphne``), smaller requests and a lean queue of each request's messages
+    (``mcp_server.http.daphne_memory``), and finished requests forgotten at once
     (``mcp_server.http.daphne_reaping``). Nothing under any other server; once per process."""
     skip_daphne_form_parsing()
     send_daphne_writes_at_once()
     refuse_oversized_daphne_bodies(path)
     cut_off_slow_daphne_readers()
     drain_daphne_on_shutdown()
+    slim_daphne_requests()
+    lean_daphne_request_queues()
     reap_finished_daphne_requests()
 
 

@@ -14,6 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import markcoroutinefunction
+
 from mcp_protocol import jsonrpc
 from mcp_protocol.errors import INVALID_REQUEST
 
@@ -53,10 +55,12 @@ class BodyLimit:
     def limit(self) -> int:
         return self.max_bytes if self.max_bytes is not None else mcp_settings.MAX_REQUEST_BYTES
 
-    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
+    @markcoroutinefunction
+    def __call__(self, scope: dict, receive: Receive, send: Send) -> Awaitable[None]:
+        # No coroutine of its own, which an open stream would keep for as long as it is open: the
+        # application's (or the refusal's) is awaited instead.
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         limit = self.limit
         declared = expects_continue = None
         for name, value in scope.get("headers", ()):
@@ -66,16 +70,18 @@ class BodyLimit:
                 expects_continue = value.lower() == b"100-continue"
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # A client waiting for "100 Continue" sends nothing more: no body to drop.
-            await refuse(send, receive, limit, linger=not expects_continue)
-            return
+            return refuse(send, receive, limit, linger=not expects_continue)
         exchange = Limited(receive, send, limit)
-        await self.app(scope, exchange.receive, exchange.send)
+        return self.app(scope, exchange.receive, exchange.send)
 
 
 class Limited:
     """The application's ``receive`` and ``send`` for one request: past the limit, ``receive``
     answers 413 itself (unless the application began its response) and tells the application the
-    client left, and what the application still sends is dropped."""
+    client left, and what the application still sends is dropped. Once the body is whole,
+    ``receive`` is the server's own (what comes then is the client leaving)."""
+
+    __slots__ = ("_receive", "_send", "body_done", "limit", "refused", "size", "started")
 
     def __init__(self, receive: Receive, send: Send, limit: int):
         self._receive = receive
@@ -84,8 +90,15 @@ class Limited:
         self.size = 0
         self.started = False
         self.refused = False
+        self.body_done = False
 
-    async def receive(self) -> dict:
+    def receive(self) -> Awaitable[dict]:
+        if self.body_done:
+            # No coroutine of its own: a stream waits in receive() for as long as it is open.
+            return self._receive()
+        return self._counted()
+
+    async def _counted(self) -> dict:
         if self.refused:
             return {"type": "http.disconnect"}
         message = await self._receive()
@@ -97,6 +110,8 @@ class Limited:
                     await refuse(self._send, self._receive, self.limit,
                                  linger=bool(message.get("more_body")))
                 return {"type": "http.disconnect"}
+            if not message.get("more_body"):
+                self.body_done = True
         return message
 
     async def send(self, message: dict) -> None:

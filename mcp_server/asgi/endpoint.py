@@ -3,7 +3,13 @@ cookie's user, and the OAuth Protected Resource Metadata (RFC 9728) of the endpo
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
+
+from asgiref.sync import markcoroutinefunction
+
+# The layers here pass a request on without a coroutine of their own (their __call__ returns the
+# next application's): an open stream would keep each for as long as it is open.
 
 
 class _LazyEndpoint:
@@ -13,13 +19,14 @@ class _LazyEndpoint:
         self._app: Any = None
         self._server: Any = None
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    @markcoroutinefunction
+    def __call__(self, scope: dict, receive: Any, send: Any) -> Awaitable[None]:
         from ..site import get_transport
 
         transport = get_transport()
         if self._app is None or self._server is not transport.server:
             self._app, self._server = transport.as_asgi(), transport.server
-        await self._app(scope, receive, send)
+        return self._app(scope, receive, send)
 
 
 def streamable_http_app() -> Any:
@@ -53,13 +60,13 @@ class SessionAuth:
             self._marker = settings.SESSION_COOKIE_NAME.encode("latin-1") + b"="
         return self._marker
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    @markcoroutinefunction
+    def __call__(self, scope: dict, receive: Any, send: Any) -> Awaitable[None]:
         marker = self.marker
         for name, value in scope.get("headers", ()):
             if name == b"cookie" and marker in value:
-                await self.with_user(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+                return self.with_user(scope, receive, send)
+        return self.app(scope, receive, send)
 
 
 def session_auth(app: Any) -> Any:

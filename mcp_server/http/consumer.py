@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import markcoroutinefunction
 from channels.generic.http import AsyncHttpConsumer
 from django.db import InterfaceError, OperationalError
 
@@ -49,6 +51,20 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         super().__init__()
         self.transport = transport
         self.principal: Principal | None = None
+
+    @classmethod
+    def as_asgi(cls, **initkwargs: Any) -> Callable[[dict, Callable, Callable], Awaitable[None]]:
+        """Channels' ``as_asgi()``, without a coroutine of its own around each consumer's (an
+        open stream would keep it for as long as it is open)."""
+
+        @markcoroutinefunction
+        def app(scope: dict, receive: Callable, send: Callable) -> Awaitable[None]:
+            return cls(**initkwargs)(scope, receive, send)
+
+        app.consumer_class = cls  # type: ignore[attr-defined]
+        app.consumer_initkwargs = initkwargs  # type: ignore[attr-defined]
+        functools.update_wrapper(app, cls, updated=())
+        return app
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -175,18 +191,36 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         ``work`` goes on (a request is not cancelled by a dropped connection)."""
         # The watcher starts once ``work`` first waits: most calls end without ever waiting, and
         # a task started and cancelled for each of them would cost about a tenth of the request.
-        watcher: asyncio.Task | None = None
-
-        def start_watching() -> None:
-            nonlocal watcher
-            watcher = asyncio.ensure_future(self.until_disconnect(on_disconnect))
-
-        start = asyncio.get_running_loop().call_soon(start_watching)
+        watch = _DisconnectWatch(self, on_disconnect)
+        watch.start = asyncio.get_running_loop().call_soon(watch.begin)
         try:
             return await work
         finally:
-            start.cancel()
-            if watcher is not None:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await watcher
+            await watch.stop()
+
+
+class _DisconnectWatch:
+    """The task that waits for the client to go away while ``while_connected``'s work runs, started
+    once the work first waits. (An open stream keeps it for hours: slots, and the handle that
+    started the task is let go as it runs.)"""
+
+    __slots__ = ("consumer", "on_disconnect", "start", "task")
+
+    def __init__(self, consumer: StreamableHTTPConsumer, on_disconnect: Callable[[], Any]):
+        self.consumer = consumer
+        self.on_disconnect = on_disconnect
+        self.start: asyncio.Handle | None = None
+        self.task: asyncio.Task | None = None
+
+    def begin(self) -> None:
+        self.start = None
+        self.task = asyncio.ensure_future(self.consumer.until_disconnect(self.on_disconnect))
+
+    async def stop(self) -> None:
+        if self.start is not None:
+            self.start.cancel()
+            self.start = None
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task

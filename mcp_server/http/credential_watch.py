@@ -47,14 +47,21 @@ def refuse_if_expired(transport: StreamableHTTPTransport, request: Request, requ
         raise refused
 
 
-@contextlib.asynccontextmanager
-async def ending_when_credential_lapses(transport: StreamableHTTPTransport, request: Request,
-                                        end: Callable[[], Any]) -> AsyncIterator[None]:
+# What a stream with nothing to watch runs in: shared, so that it holds nothing of its own for as
+# long as it is open.
+_UNWATCHED: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
+
+
+def ending_when_credential_lapses(transport: StreamableHTTPTransport, request: Request,
+                                  end: Callable[[], Any]) -> contextlib.AbstractAsyncContextManager[None]:
     """Run the block (a stream) and call ``end`` once the request's credential lapses meanwhile."""
     watch = CredentialWatch(transport, request)
-    if not watch.watches:
-        yield
-        return
+    return _watching(watch, end) if watch.watches else _UNWATCHED
+
+
+@contextlib.asynccontextmanager
+async def _watching(watch: CredentialWatch, end: Callable[[], Any]) -> AsyncIterator[None]:
+    request = watch.request
     watcher = asyncio.ensure_future(watch.until_lapsed())
 
     def lapsed(task: asyncio.Task) -> None:

@@ -63,24 +63,25 @@ def send_daphne_writes_at_once() -> None:
     def buildProtocol(factory: Any, addr: Any) -> Any:
         protocol = build_protocol(factory, addr)
         if protocol is not None:
-            protocol.makeConnection = _with_nodelay(protocol.makeConnection)
+            protocol.makeConnection = functools.partial(_make_connection_with_nodelay, protocol,
+                                                        protocol.makeConnection)
         return protocol
 
     module.HTTPFactory.buildProtocol = buildProtocol
     module.HTTPFactory._mcp_sends_at_once = True
 
 
-def _with_nodelay(make_connection: Any) -> Any:
-    def makeConnection(transport: Any) -> None:
-        set_nodelay = getattr(transport, "setTcpNoDelay", None)
-        if set_nodelay is not None:  # a TCP connection (not a UNIX socket's)
-            try:
-                set_nodelay(True)
-            except OSError as error:  # the connection is already gone: nothing to speed up
-                logger.debug("TCP_NODELAY not set: %s", error)
-        make_connection(transport)
-
-    return makeConnection
+def _make_connection_with_nodelay(protocol: Any, make_connection: Any, transport: Any) -> None:
+    # Called once: the protocol's own makeConnection is put back, so nothing of this stays with
+    # the connection (an open stream's keeps it for hours).
+    del protocol.makeConnection
+    set_nodelay = getattr(transport, "setTcpNoDelay", None)
+    if set_nodelay is not None:  # a TCP connection (not a UNIX socket's)
+        try:
+            set_nodelay(True)
+        except OSError as error:  # the connection is already gone: nothing to speed up
+            logger.debug("TCP_NODELAY not set: %s", error)
+    make_connection(transport)
 
 
 # How long a refused upload is still read (and dropped) after its 413, so that a client that sends
@@ -178,10 +179,14 @@ def refuse_oversized_daphne_bodies(path: str = "/mcp", max_bytes: int | None = N
 def cut_off_slow_daphne_readers() -> None:
     """Under daphne, apply :class:`SendWindow` to the responses that carry one.
 
-    Such a response registers itself as a producer of its connection: Twisted pauses it when the
+    Such a response's window becomes the producer of its connection: Twisted pauses it when the
     socket's buffer fills and resumes it when the client has read it. The bytes written while
-    paused are counted; past the response's limit its window closes until the next resume. Call
+    paused are counted; past the response's limit the window closes until the next resume. Call
     it from the project's ASGI module; it does nothing when daphne is not the server.
+
+    The request keeps nothing of it: the window comes with each of the response's messages, and
+    the connection holds it as its producer. (An attribute set on a request grows Twisted's
+    request ``__dict__`` past its size, about 1.5 KiB more for each open stream.)
     """
     module = sys.modules.get("daphne.http_protocol")
     if module is None or getattr(module.WebRequest, "_mcp_cuts_off_slow_readers", False):
@@ -189,58 +194,32 @@ def cut_off_slow_daphne_readers() -> None:
 
     class WebRequest(module.WebRequest):
         _mcp_cuts_off_slow_readers = True
-        _window: SendWindow | None = None
-        _buffer_limit = 0
-        _paused = False
-        _written_while_paused = 0
 
         def handle_reply(self, message: dict) -> None:
-            kind = message.get("type")
-            window = message.get(SEND_WINDOW_KEY) if kind == "http.response.start" else None
-            if window is not None and not self.finished and self.channel is not None:
-                self._window, self._buffer_limit = window, int(message.get(MAX_BUFFERED_BYTES_KEY, 0))
-                window.attach(self._cut_off)
-                self.registerProducer(self, True)
-            elif kind == "http.response.body" and self._window is not None:
-                if self._paused:
-                    self._written_while_paused += len(message.get("body", b""))
-                    if self._written_while_paused > self._buffer_limit:
-                        self._window.close()
-                if not message.get("more_body", False):
-                    self._release()
+            window: SendWindow | None = message.get(SEND_WINDOW_KEY)
+            if window is not None:
+                if message["type"] == "http.response.start":
+                    if not self.finished and self.channel is not None:
+                        window.attach(self._mcp_cut_off, int(message.get(MAX_BUFFERED_BYTES_KEY, 0)))
+                        # Straight to the connection: Request.registerProducer would set two
+                        # attributes on the request.
+                        self.channel.registerProducer(window, True)
+                elif window.attached:
+                    window.written(len(message.get("body", b"")))
+                    if not message.get("more_body", False):
+                        window.detach()
+                        self._mcp_unregister()
             super().handle_reply(message)
 
-        def _release(self) -> None:
-            if self._window is not None:
-                self._window.detach()
-                self._window = None
-                if self.producer is not None:
-                    self.unregisterProducer()
-
-        def _cut_off(self) -> None:
-            self._release()
+        def _mcp_cut_off(self) -> None:
+            """The window's client read nothing for too long (the window is detached)."""
+            self._mcp_unregister()
             if self.channel is not None and self.channel.transport is not None:
                 self.channel.transport.abortConnection()
 
-        def connectionLost(self, reason: Any) -> None:
-            if self._window is not None:
-                self._window.detach()
-                self._window = None
-            super().connectionLost(reason)
-
-        # IPushProducer: Twisted calls these as the connection's send buffer fills and drains.
-        def pauseProducing(self) -> None:
-            self._paused = True
-
-        def resumeProducing(self) -> None:
-            self._paused = False
-            self._written_while_paused = 0
-            if self._window is not None:
-                self._window.open()
-
-        def stopProducing(self) -> None:
-            if self._window is not None:
-                self._window.detach()
+        def _mcp_unregister(self) -> None:
+            if self.channel is not None:
+                self.channel.unregisterProducer()
 
     module.WebRequest = WebRequest
 

@@ -13,6 +13,7 @@ and answers the client as daphne always did.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -23,14 +24,15 @@ def reap_finished_daphne_requests() -> None:
     if server_module is None or getattr(server_module.Server, "_mcp_reaps_at_once", False):
         return
     server_class = server_module.Server
-    create_application = server_class.create_application
+    # Looked up at each call: daphne_memory.lean_daphne_request_queues() may replace it beneath.
+    server_class._mcp_create_application = server_class.create_application
 
     def create_and_watch(self: Any, protocol: Any, scope: dict) -> Any:
-        queue = create_application(self, protocol, scope)
+        queue = self._mcp_create_application(protocol, scope)
         details = self.connections.get(protocol)
         instance = details.get("application_instance") if details is not None else None
         if instance is not None:
-            instance.add_done_callback(lambda ended: _reap(self.connections, protocol, ended))
+            instance.add_done_callback(functools.partial(_reap, self.connections, protocol))
         return queue
 
     server_class.create_application = create_and_watch

@@ -41,6 +41,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+from asgiref.sync import markcoroutinefunction
+
 from ..settings import mcp_settings
 
 logger = logging.getLogger("mcp_server.http")
@@ -252,12 +254,16 @@ class Draining:
         self.app = app
         self.drain = process_drain or drain
 
-    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
+    @markcoroutinefunction
+    def __call__(self, scope: dict, receive: Receive, send: Send) -> Awaitable[None]:
         # Once a request: the endpoint's own (mcp_urlpatterns) within the project's
-        # (get_asgi_application) passes it on.
+        # (get_asgi_application) passes it on. Passed on without a coroutine of its own, which an
+        # open stream would keep for as long as it is open: the application's is awaited instead.
         if scope["type"] != "http" or COUNTED in scope:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._serve(scope, receive, send)
+
+    async def _serve(self, scope: dict, receive: Receive, send: Send) -> None:
         scope[COUNTED] = True
         health = mcp_settings.HEALTH_CHECK_PATH
         if health is not None and scope.get("path") == health:

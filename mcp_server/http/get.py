@@ -25,6 +25,38 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
     if transport.options.stateless:
         raise HTTPError(405, "Method not allowed: a stateless server has no listening stream",
                         headers=[(b"allow", b"POST")])
+    listener, after, last_event_id = await _claim_stream(consumer, request)
+    session_id, stream = listener.session_id, listener.stream
+    runtime = transport.runtime
+    runtime.streams[(session_id, stream)] = listener
+    try:
+        if after is not None:
+            try:
+                await listener.load_backlog(after)
+            except EventsDropped as exc:
+                raise HTTPError(410, f"Gone: events after Last-Event-ID {last_event_id!r} were dropped "
+                                f"{exc.reason}; they cannot be replayed",
+                                data={"droppedThrough": exc.dropped_through}) from None
+        await listener.sse.comment("stream open")  # headers now, so the client knows it is live
+        # Its credential lapsing ends it; the client resumes it with Last-Event-ID once it has
+        # authenticated again (what is sent meanwhile is stored).
+        async with ending_when_credential_lapses(transport, request, listener.close):
+            await consumer.while_connected(listener.run(after), listener.disconnected)
+    finally:
+        if runtime.streams.get((session_id, stream)) is listener:
+            del runtime.streams[(session_id, stream)]
+        await transport.release_stream(session_id, stream, listener.token)
+        await transport.stream_slots.give_back(session_id, listener.slot, listener.token)
+        if listener.sse.started:
+            await listener.sse.finish()
+
+
+async def _claim_stream(consumer: StreamableHTTPConsumer,
+                        request: Request) -> tuple[ListenStream, int | None, str | None]:
+    """The stream the request opens (or resumes), claimed with one of its session's stream slots;
+    the sequence it resumes after, and the Last-Event-ID that said so. (Apart, so that the
+    session's record is not kept for as long as the stream is open.)"""
+    transport = consumer.transport
     check_get_accept(request)
     record = await session_of(transport, request)
     await authorize(transport, request, record)
@@ -49,32 +81,11 @@ async def handle_get(consumer: StreamableHTTPConsumer, request: Request) -> None
         metrics.refused("streams_per_session", 429)
         raise too_many(f"this session has {transport.options.max_streams_per_session} streams open, the most "
                        "allowed; close one first", transport.options.keepalive_interval)
-    runtime = transport.runtime
     sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.options.max_sse_buffer_bytes,
                       stall_timeout=transport.options.sse_stall_timeout)
     listener = ListenStream(transport, record.id, stream, sse, token, final_id)
     listener.slot = slot
-    runtime.streams[(record.id, stream)] = listener
-    try:
-        if after is not None:
-            try:
-                await listener.load_backlog(after)
-            except EventsDropped as exc:
-                raise HTTPError(410, f"Gone: events after Last-Event-ID {last_event_id!r} were dropped "
-                                f"{exc.reason}; they cannot be replayed",
-                                data={"droppedThrough": exc.dropped_through}) from None
-        await listener.sse.comment("stream open")  # headers now, so the client knows it is live
-        # Its credential lapsing ends it; the client resumes it with Last-Event-ID once it has
-        # authenticated again (what is sent meanwhile is stored).
-        async with ending_when_credential_lapses(transport, request, listener.close):
-            await consumer.while_connected(listener.run(after), listener.disconnected)
-    finally:
-        if runtime.streams.get((record.id, stream)) is listener:
-            del runtime.streams[(record.id, stream)]
-        await transport.release_stream(record.id, stream, token)
-        await transport.stream_slots.give_back(record.id, slot, token)
-        if listener.sse.started:
-            await listener.sse.finish()
+    return listener, after, last_event_id
 
 
 async def handle_delete(consumer: StreamableHTTPConsumer, request: Request) -> None:

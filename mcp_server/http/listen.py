@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TypeVar
@@ -13,6 +12,7 @@ from mcp_protocol import jsonrpc
 from .. import logging_levels
 from .event_store import GET_STREAM, EventsDropped, event_id, post_stream
 from .liveness import request_lost, request_stopped
+from .mailbox import TIMED_OUT, Mailbox
 from .redis_client import RedisUnavailable
 from .sse import SSEResponse
 
@@ -22,9 +22,27 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_server.http")
 T = TypeVar("T")
 
+# A broadcast hands one message to every GET stream of the process: it is encoded for the first
+# and the text reused for the others. (The message is held here, so no other takes its identity.)
+_last_encoded: tuple[dict, str] | None = None
+
+
+def _encoded(message: dict) -> str:
+    global _last_encoded
+    last = _last_encoded
+    if last is not None and last[0] is message:
+        return last[1]
+    text = jsonrpc.encode(message)
+    _last_encoded = (message, text)
+    return text
+
 
 class ListenStream:
     """Writes events handed to this process for one stream, after replaying what was missed."""
+
+    # One per open stream: no per-instance dict, and nothing made before it is needed.
+    __slots__ = ("_after", "_backlog", "_done", "_ending", "_last_written", "_queue", "_replayed",
+                 "final_id", "overflowed", "session_id", "slot", "sse", "stream", "token", "transport")
 
     def __init__(self, transport: StreamableHTTPTransport, session_id: str, stream: str,
                  sse: SSEResponse, token: str, final_id: object = None):
@@ -35,11 +53,12 @@ class ListenStream:
         self.token = token
         # For a resumed POST stream: the id of its request, whose response ends the stream.
         self.final_id = final_id
-        self._queue: asyncio.Queue[tuple[int, dict, str] | None] = asyncio.Queue()
+        self._queue = Mailbox()  # of (sequence, message, level), or None: the end
         # Live events do not arrive in sequence order (concurrent broadcasts, say), so an event is
-        # skipped only when the client had it (at or before Last-Event-ID) or the replay wrote it.
+        # skipped only when the client had it (at or before Last-Event-ID) or the replay wrote it
+        # (made with the first: a GET stream opened afresh never needs it).
         self._after = 0
-        self._replayed: set[int] = set()
+        self._replayed: set[int] | None = None
         self._backlog: list[tuple[int, dict, str]] | None = None
         self._done = False
         self.overflowed = False
@@ -92,7 +111,7 @@ class ListenStream:
             if self._backlog is None:
                 await self.load_backlog(after)
             for sequence, message, level in self._backlog:
-                self._replayed.add(sequence)
+                self._remember(sequence)
                 if not await self._emit(sequence, message, level) or self._done:
                     return
         loop = asyncio.get_running_loop()
@@ -104,10 +123,8 @@ class ListenStream:
         if watch and not self._done:
             await self._unless_redis_fails(self._watch_request())
         while not self._done and not self.sse.closed:
-            try:
-                timeout = max(0.0, min(wait, keepalive_at - loop.time()))
-                item = await asyncio.wait_for(self._queue.get(), timeout)
-            except TimeoutError:
+            item = await self._queue.get(max(0.0, min(wait, keepalive_at - loop.time())))
+            if item is TIMED_OUT:
                 if watch:
                     await self._unless_redis_fails(self._watch_request())
                 if loop.time() < keepalive_at:
@@ -171,25 +188,32 @@ class ListenStream:
         stopped = request_stopped(self.final_id)
         earlier = [index for index, (_sequence, message, _level) in enumerate(events) if message == stopped]
         if earlier and await self.transport.request_served_alive(self.session_id, self.final_id):
-            self._replayed.update(sequence for sequence, _message, _level in events[:earlier[-1] + 1])
+            for sequence, _message, _level in events[:earlier[-1] + 1]:
+                self._remember(sequence)
             return events[earlier[-1] + 1:]
         return events
 
+    def _remember(self, sequence: int) -> None:
+        if self._replayed is None:
+            self._replayed = {sequence}
+        else:
+            self._replayed.add(sequence)
+
     async def _write(self, sequence: int, message: dict, level: str) -> bool:
-        if sequence <= self._after or sequence in self._replayed:
+        if sequence <= self._after or (self._replayed is not None and sequence in self._replayed):
             return True  # the client has it already
         return await self._emit(sequence, message, level)
 
     async def _emit(self, sequence: int, message: dict, level: str) -> bool:
         if level and not await self._level_passes(level):
             return True
-        written = await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence))
+        written = await self.sse.event(_encoded(message), event_id(self.stream, sequence))
         if written:
             self._last_written = max(self._last_written, sequence)
         if self.final_id is not None:
             # A resumed POST stream may read its events again (_watch_request): none twice. (Not
             # kept for a GET stream, which lives long and never reads them again.)
-            self._replayed.add(sequence)
+            self._remember(sequence)
         # A resumed POST stream ends with its request's response (matched by stream name, which
         # names a long id by its digest), or with an error that could name no id.
         if self.stream != GET_STREAM and "method" not in message and "id" in message \
@@ -203,5 +227,4 @@ class ListenStream:
 
     def disconnected(self) -> None:
         self.sse.disconnected()
-        with contextlib.suppress(asyncio.QueueFull):
-            self._queue.put_nowait(None)
+        self._queue.put_nowait(None)

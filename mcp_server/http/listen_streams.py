@@ -28,6 +28,7 @@ from .errors import HTTPError
 from .event_store import request_key
 from .limits import principal_of, too_many
 from .listen_filter import TASK_IDS, ListenFilter, honour, parse_requested
+from .mailbox import TIMED_OUT, Mailbox
 from .sse import SSEResponse
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class ListenSubscription:
         self.sse = sse
         self.keepalive_interval = keepalive_interval
         self.server_info = server_info
-        self._queue: asyncio.Queue[dict | None] = asyncio.Queue()
+        self._queue = Mailbox()  # of notifications, or None: the end
         self._max_queued = max_queued
         self._graceful = False
         self._overflowed = False
@@ -105,9 +106,8 @@ class ListenSubscription:
         if not await self.sse.event(jsonrpc.encode(self.acknowledgement())):
             return
         while True:
-            try:
-                item = await asyncio.wait_for(self._queue.get(), self.keepalive_interval)
-            except TimeoutError:
+            item = await self._queue.get(self.keepalive_interval)
+            if item is TIMED_OUT:
                 # A write to a peer that is gone fails: the stream ends and frees its slot (LSN-06).
                 if not await self.sse.comment("ping"):
                     return

@@ -33,13 +33,17 @@ class SSEResponse:
     reads nothing before it is cut off.
     """
 
+    # One per open stream: slots, and the start message dropped once sent.
+    __slots__ = ("_flush", "_flushing", "_held", "_lock", "_send", "_stall_timeout", "_start", "_window",
+                 "closed", "started")
+
     def __init__(self, send: Callable[[dict], Awaitable[Any]],
                  headers: list[tuple[bytes, bytes]] | None = None, *,
                  max_buffered_bytes: int | None = None, stall_timeout: float = STALL_SECONDS):
         self._send = send
-        self._headers = SSE_HEADERS + list(headers or [])
-        self._start: dict[str, Any] = {"type": "http.response.start", "status": 200,
-                                       "headers": self._headers}
+        self._start: dict[str, Any] | None = {
+            "type": "http.response.start", "status": 200,
+            "headers": SSE_HEADERS + list(headers or ())}  # a list of its own: a middleware may edit it
         self._window: SendWindow | None = None
         self._stall_timeout = stall_timeout
         if max_buffered_bytes is not None:
@@ -98,9 +102,13 @@ class SSEResponse:
             try:
                 if not self.started:
                     self.started = True
-                    await self._send(self._start)
+                    start, self._start = self._start, None
+                    await self._send(start)
                 body = {"type": "http.response.body", "body": chunk, "more_body": more}
-                if self._window is None or self._window.honoured:
+                if self._window is None:
+                    await self._send(body)
+                elif self._window.honoured:
+                    body[SEND_WINDOW_KEY] = self._window  # how daphne's request finds it
                     await self._send(body)
                 else:
                     # A server whose send() waits for the client (uvicorn): a client that reads

@@ -109,7 +109,7 @@ def request_row(entry: tuple, redact: Redactor) -> tuple:
             if arguments is None:
                 arguments = {}
         if value is not None:
-            name = str(value)[:1000]
+            name = value[:1000] if type(value) is str else str(value)[:1000]
         if arguments is not None:
             text = canonical(arguments)
             arguments_digest = sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -134,7 +134,8 @@ def request_row(entry: tuple, redact: Redactor) -> tuple:
                 outcome = INPUT_REQUIRED
         sent = awaited_sizes.pop(id(response), None)
         if sent is not None:  # the response's size as the transport encoded it, less its envelope
-            size = sent - envelope_size(request_id)
+            size = sent - (_ENVELOPE + len(str(request_id)) if type(request_id) is int
+                           else envelope_size(request_id))
         elif result is not None:  # not encoded yet (or by a transport that does not say)
             try:
                 text = compact(result)

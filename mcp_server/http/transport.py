@@ -261,8 +261,9 @@ class StreamableHTTPTransport(Claims, Routing):
         await runtime.stop()
 
 
-# Django's ALLOWED_HOSTS, copied once and again when the setting changes (override_settings):
-# reading it goes through the lazy settings' __getattribute__, on every request.
+# Django's ALLOWED_HOSTS, looked up once and again when the setting changes (override_settings):
+# reading it goes through the lazy settings' __getattribute__, on every request. The list itself
+# is kept, not a copy, so that one edited in place is seen as before.
 _allowed_hosts: list[str] | None = None
 
 
@@ -270,7 +271,7 @@ def _django_allowed_hosts() -> list[str]:
     global _allowed_hosts
     hosts = _allowed_hosts
     if hosts is None:
-        hosts = _allowed_hosts = list(settings.ALLOWED_HOSTS)
+        hosts = _allowed_hosts = settings.ALLOWED_HOSTS
     return hosts
 
 

@@ -59,21 +59,28 @@ class Configuration:
             if value is not _UNSET:
                 setattr(self, name, value)
 
+    # A value set is kept in _values and, for reading, in the instance's __dict__ too; one not set
+    # is the class attribute of its default (below the class). So a read is a plain attribute
+    # lookup, with no __getattr__ (and the AttributeError raised before it): several a request.
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "_values":
             object.__setattr__(self, name, value)
+            own = self.__dict__
+            for key in DEFAULTS:
+                own.pop(key, None)
+            own.update(value)
             object.__setattr__(self, "version", next(_versions))
             return
         if name not in DEFAULTS:
             raise AttributeError(f"Configuration has no setting {name!r}")
-        self._values[name] = _check(name, value)
+        self._values[name] = checked = _check(name, value)
+        object.__setattr__(self, name, checked)
         # A number no other state of any configuration had: a server's merged view is kept
         # until the numbers of its two configurations change.
         object.__setattr__(self, "version", next(_versions))
 
     def __getattr__(self, name: str) -> Any:
-        if name in DEFAULTS:
-            return self._values.get(name, DEFAULTS[name])
+        # Reached only for a name that is no setting (a setting's default is a class attribute).
         raise AttributeError(name)
 
     def is_set(self, name: str) -> bool:
@@ -84,6 +91,10 @@ class Configuration:
         merged = Configuration()
         merged._values = {**base._values, **self._values}
         return merged
+
+
+for _name, _default in DEFAULTS.items():
+    setattr(Configuration, _name, _default)
 
 
 def _check(name: str, value: Any) -> Any:

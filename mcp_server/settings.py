@@ -434,7 +434,10 @@ class MCPSettings:
     """Attribute access to ``settings.MCP_SERVER`` over :data:`DEFAULTS`."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, Any] = {}
+        # The values read so far are kept in the instance's own __dict__: a second read is a plain
+        # attribute lookup, with no __getattr__ call (and no AttributeError raised before it), and
+        # settings are read on every request.
+        self._cache: dict[str, Any] = self.__dict__
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
@@ -473,7 +476,9 @@ class MCPSettings:
         return user
 
     def reload(self) -> None:
-        self._cache.clear()
+        cache = self._cache
+        for name in [name for name in cache if name in DEFAULTS]:
+            del cache[name]
 
 
 

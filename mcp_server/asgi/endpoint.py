@@ -18,12 +18,16 @@ class _LazyEndpoint:
     def __init__(self) -> None:
         self._app: Any = None
         self._server: Any = None
+        self._site: Any = None
 
     @markcoroutinefunction
     def __call__(self, scope: dict, receive: Any, send: Any) -> Awaitable[None]:
-        from ..site import get_transport
+        site = self._site
+        if site is None:  # imported once (an import statement costs something on every request)
+            from .. import site
 
-        transport = get_transport()
+            self._site = site
+        transport = site.get_transport()
         if self._app is None or self._server is not transport.server:
             self._app, self._server = transport.as_asgi(), transport.server
         return self._app(scope, receive, send)

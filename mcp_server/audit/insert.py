@@ -149,6 +149,7 @@ def _message(raw: bytes) -> str:
 # backslash before a backslash, tab, newline or carriage return inside a value.
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _NULL = "\\N"
+_SEPARATORS = len(COLUMNS) - 1
 # The last second formatted, and its text (strftime costs more than a row): kept between batches.
 _last_second = (-1, "")
 
@@ -176,23 +177,32 @@ def copy_text(rows: list[tuple]) -> bytes:
         request_id = str(request_id) if type(request_id) is int else _encode(request_id)
         if user_id is not None:
             user_id = str(user_id)
-        # Text any caller may have chosen (names, ids, JSON), looked at once for what needs escaping.
-        texts = "".join((user_id or "", username, client_id, subject, authentication, session_id,
-                         request_id or "", protocol_version, name, arguments or "", background_call,
-                         trace_id or ""))
-        if "\\" in texts or "\t" in texts or "\n" in texts or "\r" in texts:
-            (user_id, username, client_id, subject, authentication, session_id, request_id,
-             protocol_version, name, arguments, background_call, trace_id) = (
-                None if value is None else value.translate(_ESCAPES) for value in
-                (user_id, username, client_id, subject, authentication, session_id, request_id,
-                 protocol_version, name, arguments, background_call, trace_id))
-        lines.append("\t".join((
+        line = "\t".join((
             when, _NULL if user_id is None else user_id, username, client_id, subject, authentication,
             session_id, _NULL if request_id is None else request_id, protocol_version, method, name,
             arguments_digest, _NULL if arguments is None else arguments, outcome,
             _NULL if code is None else str(code), f"{round(duration * 1_000_000)}e-6",
             _NULL if size is None else str(size),
-            background_call, "t" if task else "f", _NULL if trace_id is None else trace_id)))
+            background_call, "t" if task else "f", _NULL if trace_id is None else trace_id))
+        # Text any caller may have chosen (names, ids, JSON) is escaped when it holds a tab, a
+        # backslash, a newline or a carriage return: looked for on the line as a whole, where the
+        # 19 separators are the only tabs and the NULL markers the only backslashes.
+        if line.count("\t") != _SEPARATORS or "\n" in line or "\r" in line or line.count("\\") != (
+                (user_id is None) + (request_id is None) + (arguments is None) + (code is None)
+                + (size is None) + (trace_id is None)):
+            (user_id, username, client_id, subject, authentication, session_id, request_id,
+             protocol_version, name, arguments, background_call, trace_id) = (
+                None if value is None else value.translate(_ESCAPES) for value in
+                (user_id, username, client_id, subject, authentication, session_id, request_id,
+                 protocol_version, name, arguments, background_call, trace_id))
+            line = "\t".join((
+                when, _NULL if user_id is None else user_id, username, client_id, subject, authentication,
+                session_id, _NULL if request_id is None else request_id, protocol_version, method, name,
+                arguments_digest, _NULL if arguments is None else arguments, outcome,
+                _NULL if code is None else str(code), f"{round(duration * 1_000_000)}e-6",
+                _NULL if size is None else str(size),
+                background_call, "t" if task else "f", _NULL if trace_id is None else trace_id))
+        lines.append(line)
     _last_second = (second, prefix)  # one store: another thread's batch reads a matching pair
     lines.append("")
     text = "\n".join(lines)

@@ -5,7 +5,6 @@ the digest, the redaction and the result's size are computed here, a few microse
 
 from __future__ import annotations
 
-import hashlib
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +14,15 @@ from ..log_context import trace_id_of
 from ..models import AuditRecord, ToolCall
 from ..ports import awaited_sizes
 from ..redaction import Redactor, canonical, compact
+
+try:  # CPython's own SHA-256: for a few dozen bytes it costs less than OpenSSL's, which looks the
+    # algorithm up and allocates a context for each hash. The same digest either way.
+    from _sha2 import sha256  # Python 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256  # Python 3.11
+    except ImportError:
+        from hashlib import sha256
 
 # Plain strings (the driver adapts them directly), equal to AuditRecord.Outcome's values.
 OK, ERROR, TOOL_ERROR, CANCELLED, INPUT_REQUIRED = (str(value) for value in (
@@ -72,7 +80,7 @@ def _arguments(method: str, name: str, params: Any, redact: Redactor) -> tuple[s
     text = canonical(arguments)
     kept = redact(name, arguments)
     stored = text if kept is arguments else canonical(kept)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), stored
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), stored
 
 
 # What a row is made of, in the order of ``AuditRecord``'s columns the writer inserts.
@@ -101,10 +109,10 @@ def request_row(entry: tuple, redact: Redactor) -> tuple:
             if arguments is None:
                 arguments = {}
         if value is not None:
-            name = str(value)[:1000]
+            name = value[:1000] if type(value) is str else str(value)[:1000]
         if arguments is not None:
             text = canonical(arguments)
-            arguments_digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            arguments_digest = sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
             kept = redact(name, arguments)
             arguments = text if kept is arguments else canonical(kept)
         if trace_id is None and "_meta" in params:  # no span current: the client's trace
@@ -126,7 +134,8 @@ def request_row(entry: tuple, redact: Redactor) -> tuple:
                 outcome = INPUT_REQUIRED
         sent = awaited_sizes.pop(id(response), None)
         if sent is not None:  # the response's size as the transport encoded it, less its envelope
-            size = sent - envelope_size(request_id)
+            size = sent - (_ENVELOPE + len(str(request_id)) if type(request_id) is int
+                           else envelope_size(request_id))
         elif result is not None:  # not encoded yet (or by a transport that does not say)
             try:
                 text = compact(result)

@@ -54,7 +54,13 @@ class AuditWriter:
 
     # Producers (any thread, the event loop included): no I/O, no lock.
     def add_request(self, entry: tuple) -> None:
-        self._add(("request", entry))
+        # _add, inline: this runs for every call.
+        pending = self._pending
+        pending.append(("request", entry))
+        if self._thread is None:
+            self._start()
+        elif len(pending) >= self.batch_size:
+            self._ring()
 
     def add_call(self, call_id: str) -> None:
         """A background call reached its final state: its row is made from its record."""
@@ -63,7 +69,9 @@ class AuditWriter:
     def _add(self, item: tuple[str, Any]) -> None:
         pending = self._pending
         pending.append(item)
-        if self._pid != os.getpid():
+        # No thread yet, or a forked child's (_forget, at the fork, forgot the parent's): no
+        # getpid() here, a system call on every call's path.
+        if self._thread is None:
             self._start()
         elif len(pending) >= self.batch_size:
             self._ring()

@@ -28,8 +28,11 @@ _CONTROL_CHARACTER = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def check_header_values(request: Request) -> None:
-    if _CONTROL_CHARACTER.search("".join(request.headers.values())) is None:
-        return  # one search of them all: this runs on every request
+    values = "".join(request.headers.values())
+    # One look at them all, this runs on every request: printable text (isprintable, cheaper than
+    # the search, refuses more: a tab, Latin-1 controls) holds none; otherwise the search decides.
+    if values.isprintable() or _CONTROL_CHARACTER.search(values) is None:
+        return
     for name, value in request.headers.items():
         if _CONTROL_CHARACTER.search(value):
             raise HTTPError(400, f"Bad Request: control character in the {name} header")
@@ -39,7 +42,7 @@ def check_host_and_origin(request: Request, allowed_hosts: list[str],
                           allowed_origins: list[str]) -> None:
     """DNS-rebinding protection: a known Host, and an Origin of the same site or allowed."""
     host = check_host(request, allowed_hosts)
-    origin = request.header("origin")
+    origin = request.headers.get("origin")
     if origin is None or origin in allowed_origins:
         return
     if host is None or not same_origin(origin, request.scheme, host):
@@ -48,7 +51,7 @@ def check_host_and_origin(request: Request, allowed_hosts: list[str],
 
 def check_host(request: Request, allowed_hosts: list[str]) -> str | None:
     """A Host of loopback or ``allowed_hosts`` (403 otherwise); returns it."""
-    host = request.header("host")
+    host = request.headers.get("host")
     if host is not None and not _host_allowed(host, tuple(allowed_hosts)):
         raise HTTPError(403, "Invalid Host header")
     return host
@@ -88,7 +91,7 @@ MAX_ORIGIN_LENGTH = 255
 
 def check_origin_storable(request: Request) -> None:
     """The Origin a new session keeps must fit its column and hold no control character."""
-    origin = request.header("origin") or ""
+    origin = request.headers.get("origin") or ""
     if len(origin) > MAX_ORIGIN_LENGTH or not origin.isprintable():
         raise HTTPError(400, f"Bad Request: the Origin header must be at most {MAX_ORIGIN_LENGTH} "
                         "printable characters")
@@ -101,29 +104,39 @@ def _media_types(value: str | None) -> list[str]:
 
 
 def check_post_accept(request: Request, json_only: bool) -> None:
-    accepted = _media_types(request.header("accept"))
-    wildcard = "*/*" in accepted
-    needs = ["application/json"] if json_only else ["application/json", "text/event-stream"]
-    if not wildcard and any(media not in accepted for media in needs):
+    if not _post_accepted(request.headers.get("accept"), json_only):
+        needs = ["application/json"] if json_only else ["application/json", "text/event-stream"]
         raise HTTPError(
             406, f"Not Acceptable: the Accept header must include {' and '.join(needs)}"
         )
 
 
+@lru_cache(maxsize=256)
+def _post_accepted(value: str | None, json_only: bool) -> bool:
+    # Kept per header value, as the Host check is: a deployment's clients send a handful.
+    accepted = _media_types(value)
+    needs = ("application/json",) if json_only else ("application/json", "text/event-stream")
+    return "*/*" in accepted or all(media in accepted for media in needs)
+
+
 def check_get_accept(request: Request) -> None:
-    if "text/event-stream" not in _media_types(request.header("accept")):
+    if "text/event-stream" not in _media_types(request.headers.get("accept")):
         raise HTTPError(406, "Not Acceptable: the Accept header must include text/event-stream")
 
 
 def check_content_type(request: Request) -> None:
-    types = _media_types(request.header("content-type"))
-    if types[:1] != ["application/json"]:
+    if not _is_json(request.headers.get("content-type")):
         raise HTTPError(415, "Unsupported Media Type: the Content-Type must be application/json")
+
+
+@lru_cache(maxsize=256)
+def _is_json(content_type: str | None) -> bool:
+    return _media_types(content_type)[:1] == ["application/json"]
 
 
 def check_protocol_version(request: Request) -> str:
     """The revision a request speaks, from its MCP-Protocol-Version header."""
-    version = request.header("mcp-protocol-version")
+    version = request.headers.get("mcp-protocol-version")
     if version is None:
         return versions.DEFAULT_NEGOTIATED_VERSION
     if not versions.is_handshake_version(version):
@@ -144,11 +157,11 @@ def check_standard_headers(request: Request, method: str | None, params: Any, re
     The handshake era does not require them (only 2026-07-28 does), but a client that sends them
     and disagrees with itself is refused, so intermediaries that route on them can be trusted.
     """
-    header_method = request.header("mcp-method")
+    header_method = request.headers.get("mcp-method")
     if header_method is not None and header_method.strip() != method:
         raise HTTPError(400, f"Header mismatch: Mcp-Method header value {header_method!r} does not "
                         f"match body value {method!r}", code=HEADER_MISMATCH, request_id=request_id)
-    header_name = request.header("mcp-name")
+    header_name = request.headers.get("mcp-name")
     name_param = methods.NAME_PARAMS.get(method or "")
     if header_name is None or name_param is None:
         return

@@ -76,7 +76,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         request = Request(scope)
         # Records written while it is served carry the session it names (mcp_server.log_context).
         # Served here, not in a coroutine of its own: this runs for every request.
-        with log_context.serving(session_id=request.header("mcp-session-id")):
+        with log_context.serving(session_id=request.headers.get("mcp-session-id")):
             try:
                 if not self.transport.options.stateless:
                     # A stateless transport has no streams to route to, and may be built per request
@@ -162,7 +162,7 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         """The whole body, refused with 413 past ``max_request_bytes`` (before reading, if
         Content-Length says so, else as soon as the chunks pass the limit)."""
         limit = self.transport.options.max_request_bytes
-        declared = request.header("content-length")
+        declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise HTTPError(413, f"Payload Too Large: the body exceeds {limit} bytes")
         chunks, size = [], 0

@@ -62,10 +62,10 @@ MAX_BUFFERED_NOTIFICATIONS = 1000
 
 def routes_here(request: Request, incoming: jsonrpc.Incoming) -> bool:
     """Whether a POST belongs on the modern path (HTTP-26)."""
-    version = request.header("mcp-protocol-version")
+    version = request.headers.get("mcp-protocol-version")
     if version is None or is_handshake_version(version.strip()):
         return False
-    if request.header("mcp-session-id"):
+    if request.headers.get("mcp-session-id"):
         # A handshake-era session's request: its header is checked there, and an envelope in
         # its body refused as an era violation (HTTP-31).
         return False
@@ -288,6 +288,8 @@ def check_no_envelope(request: Request, incoming: jsonrpc.Incoming) -> None:
 
 def refuses_verb(request: Request) -> bool:
     """HTTP-27: the modern path is POST only; GET and DELETE there get 405."""
-    version = request.header("mcp-protocol-version")
-    return (request.method != "POST" and version is not None
-            and not is_handshake_version(version.strip()) and not request.header("mcp-session-id"))
+    if request.method == "POST":
+        return False
+    version = request.headers.get("mcp-protocol-version")
+    return version is not None and not is_handshake_version(version.strip()) \
+        and not request.headers.get("mcp-session-id")

@@ -16,12 +16,19 @@ class Request:
         self.path: str = scope.get("path", "")
         self.scheme: str = scope.get("scheme", "http")
         self.client = scope.get("client")
-        headers: dict[str, str] = {}
-        for name, value in scope.get("headers", ()):
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        self.headers = headers
+        raw = scope.get("headers", ())
+        if not isinstance(raw, list | tuple):
+            raw = list(raw)
+        # One comprehension (this runs for every request); a name sent twice, which it would
+        # keep once, is joined as a comma-separated list instead.
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
+        if len(headers) != len(raw):
+            headers = {}
+            for name, value in raw:
+                key = name.decode("latin-1").lower()
+                text = value.decode("latin-1")
+                headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        self.headers: dict[str, str] = headers
         user = scope.get("user")
         self.user = user if user is not None and getattr(user, "is_authenticated", False) else None
         # Who sent it (mcp_server.auth.Principal), set by the endpoint once authenticated.

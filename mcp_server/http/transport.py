@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.signals import setting_changed
 
 from mcp_protocol import methods
 
@@ -109,7 +110,7 @@ class StreamableHTTPTransport(Claims, Routing):
     def allowed_hosts(self) -> list[str]:
         """The hosts in force: the option's, else Django's ``ALLOWED_HOSTS``."""
         hosts = self.options.allowed_hosts
-        return hosts if hosts is not None else list(settings.ALLOWED_HOSTS)
+        return hosts if hosts is not None else _django_allowed_hosts()
 
     @property
     def activity_flush_interval(self) -> float:
@@ -258,3 +259,26 @@ class StreamableHTTPTransport(Claims, Routing):
             await asyncio.sleep(0.01)
         self._runtimes.pop(loop, None)
         await runtime.stop()
+
+
+# Django's ALLOWED_HOSTS, looked up once and again when the setting changes (override_settings):
+# reading it goes through the lazy settings' __getattribute__, on every request. The list itself
+# is kept, not a copy, so that one edited in place is seen as before.
+_allowed_hosts: list[str] | None = None
+
+
+def _django_allowed_hosts() -> list[str]:
+    global _allowed_hosts
+    hosts = _allowed_hosts
+    if hosts is None:
+        hosts = _allowed_hosts = settings.ALLOWED_HOSTS
+    return hosts
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    global _allowed_hosts
+    if setting == "ALLOWED_HOSTS":
+        _allowed_hosts = None
+
+
+setting_changed.connect(_on_setting_changed)

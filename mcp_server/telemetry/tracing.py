@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
@@ -50,6 +51,8 @@ def tracer() -> trace.Tracer:
 def current_trace_id() -> str | None:
     """The trace id of the span current now, or None: while a request's observers finish, its
     own span's ("native"), or the one its client sent or the HTTP server span ("propagation_only")."""
+    if not otel_context.get_current():
+        return None  # nothing current at all (the usual request with no SDK): no span to read
     context = trace.get_current_span().get_span_context()
     return format(context.trace_id, "032x") if context.is_valid else None
 

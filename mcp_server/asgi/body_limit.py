@@ -64,9 +64,14 @@ class BodyLimit:
                 declared = value
             elif name == b"expect":
                 expects_continue = value.lower() == b"100-continue"
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            # A client waiting for "100 Continue" sends nothing more: no body to drop.
-            await refuse(send, receive, limit, linger=not expects_continue)
+        if declared is not None and declared.isdigit():
+            if int(declared) > limit:
+                # A client waiting for "100 Continue" sends nothing more: no body to drop.
+                await refuse(send, receive, limit, linger=not expects_continue)
+                return
+            # The server hands on no more than the Content-Length it framed the body by: nothing
+            # to count (the endpoint still counts what it reads).
+            await self.app(scope, receive, send)
             return
         exchange = Limited(receive, send, limit)
         await self.app(scope, exchange.receive, exchange.send)

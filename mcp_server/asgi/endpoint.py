@@ -10,16 +10,33 @@ class _LazyEndpoint:
     """Builds the default transport on the first request, after every ``mcp.py`` has run."""
 
     def __init__(self) -> None:
-        self._app: Any = None
+        self._transport: Any = None
         self._server: Any = None
+        self._get_transport: Any = None
+        self._consumer: Any = None
+        self._app: Any = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        from ..site import get_transport
+        get_transport = self._get_transport
+        if get_transport is None:  # imported here once: the site module needs Django set up
+            from ..site import get_transport
 
+            self._get_transport = get_transport
         transport = get_transport()
-        if self._app is None or self._server is not transport.server:
-            self._app, self._server = transport.as_asgi(), transport.server
-        await self._app(scope, receive, send)
+        if self._transport is not transport or self._server is not transport.server:
+            from ..http.consumer import StreamableHTTPConsumer
+            from ..http.transport import StreamableHTTPTransport
+
+            self._transport, self._server = transport, transport.server
+            # The usual transport: a consumer per request, as its as_asgi() would make, one
+            # coroutine fewer; a subclass's own as_asgi() is used as it is.
+            self._consumer = StreamableHTTPConsumer \
+                if type(transport).as_asgi is StreamableHTTPTransport.as_asgi else None
+            self._app = transport.as_asgi() if self._consumer is None else None
+        if self._consumer is not None:
+            await self._consumer(transport)(scope, receive, send)
+        else:
+            await self._app(scope, receive, send)
 
 
 def streamable_http_app() -> Any:

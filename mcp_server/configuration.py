@@ -62,11 +62,15 @@ class Configuration:
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "_values":
             object.__setattr__(self, name, value)
+            # Every setting an attribute of the instance: read several times per request, they
+            # are then found at once, not after a failed lookup and __getattr__.
+            self.__dict__.update(DEFAULTS, **value)
             object.__setattr__(self, "version", next(_versions))
             return
         if name not in DEFAULTS:
             raise AttributeError(f"Configuration has no setting {name!r}")
-        self._values[name] = _check(name, value)
+        self._values[name] = checked = _check(name, value)
+        object.__setattr__(self, name, checked)
         # A number no other state of any configuration had: a server's merged view is kept
         # until the numbers of its two configurations change.
         object.__setattr__(self, "version", next(_versions))

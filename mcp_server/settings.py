@@ -433,8 +433,11 @@ def _merged(path: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
 class MCPSettings:
     """Attribute access to ``settings.MCP_SERVER`` over :data:`DEFAULTS`."""
 
-    def __init__(self) -> None:
-        self._cache: dict[str, Any] = {}
+    @property
+    def _cache(self) -> dict[str, Any]:
+        # The values read are attributes of the instance: read again (several per request), they
+        # are found at once, without a failed lookup and a call of __getattr__.
+        return self.__dict__
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:

@@ -101,13 +101,19 @@ def _media_types(value: str | None) -> list[str]:
 
 
 def check_post_accept(request: Request, json_only: bool) -> None:
-    accepted = _media_types(request.header("accept"))
-    wildcard = "*/*" in accepted
-    needs = ["application/json"] if json_only else ["application/json", "text/event-stream"]
-    if not wildcard and any(media not in accepted for media in needs):
+    if not _post_accepts(request.header("accept"), json_only):
+        needs = ["application/json"] if json_only else ["application/json", "text/event-stream"]
         raise HTTPError(
             406, f"Not Acceptable: the Accept header must include {' and '.join(needs)}"
         )
+
+
+@lru_cache(maxsize=256)
+def _post_accepts(value: str | None, json_only: bool) -> bool:
+    # Kept per header value: clients send the same one or two on every request.
+    accepted = _media_types(value)
+    needs = ["application/json"] if json_only else ["application/json", "text/event-stream"]
+    return "*/*" in accepted or all(media in accepted for media in needs)
 
 
 def check_get_accept(request: Request) -> None:
@@ -116,9 +122,13 @@ def check_get_accept(request: Request) -> None:
 
 
 def check_content_type(request: Request) -> None:
-    types = _media_types(request.header("content-type"))
-    if types[:1] != ["application/json"]:
+    if not _is_json(request.header("content-type")):
         raise HTTPError(415, "Unsupported Media Type: the Content-Type must be application/json")
+
+
+@lru_cache(maxsize=256)
+def _is_json(value: str | None) -> bool:
+    return _media_types(value)[:1] == ["application/json"]
 
 
 def check_protocol_version(request: Request) -> str:

@@ -62,10 +62,11 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         # Served here, not in a coroutine of its own: this runs for every request.
         with log_context.serving(session_id=request.header("mcp-session-id")):
             try:
-                if not self.transport.options.stateless:
+                transport = self.transport
+                if not transport.options.stateless and transport.current_runtime() is None:
                     # A stateless transport has no streams to route to, and may be built per request
                     # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
-                    await self.transport.ensure_runtime()
+                    await transport.ensure_runtime()
                 check_header_values(request)
                 if self.transport.options.dns_rebinding_protection:
                     check_host_and_origin(request, self.transport.allowed_hosts,

@@ -129,9 +129,10 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
     # Responses -------------------------------------------------------------------------------
     async def reply(self, status: int, body: bytes = b"",
                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        # Straight to the server, as send_response would after two more layers of calls.
+        # Straight to the server, as send_response would after two more layers of calls. With
+        # its length, the server sends the body as it is rather than in chunks (and a close).
         await self.base_send({"type": "http.response.start", "status": status,
-                              "headers": list(headers or [])})
+                              "headers": [*(headers or ()), (b"content-length", b"%d" % len(body))]})
         await self.base_send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def reply_json(self, status: int, message: Any,

@@ -38,6 +38,10 @@ class ServerContext(Mapping):
     ``"_meta"`` when that context is a dict (or unset).
     """
 
+    # A background call's context answers its input requests through its task (see
+    # mcp_server.background.execute); None here, read on every call without a failed lookup.
+    task_input: Any = None
+
     def __init__(self, server: Server, session: ServerSession, *, request_id: Any,
                  method: str, params: dict | list, message: dict | None = None,
                  cancellation: Cancellation | None = None, user_context: Any = None):

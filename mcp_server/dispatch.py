@@ -7,6 +7,7 @@ that stdio and the in-process API behave the same.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -114,6 +115,14 @@ async def handle_incoming(server: Server, incoming: jsonrpc.Incoming,
     with log_context.serving(method=incoming.method, request_id=incoming.id, session_id=session.id,
                              params=incoming.params):
         return await handle(server, incoming, session)
+
+
+def handling(server: Server, incoming: jsonrpc.Incoming, session: ServerSession) -> Any:
+    """The awaitable of :func:`handle_incoming` for a request: the handling itself when the
+    transport set the log ids already (a coroutine fewer, on every request)."""
+    if incoming.kind == "request" and log_context.covers(incoming.method, incoming.id, session.id):
+        return _handle_request(server, incoming, session)
+    return handle_incoming(server, incoming, session)
 
 
 async def _handle_observed_notification(server: Server, incoming: jsonrpc.Incoming,
@@ -239,44 +248,61 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
     started = time.perf_counter()
 
     chain = server.middleware_chain
-
-    async def call_next() -> Any:
+    around = config.around_request
+    if around is None:
+        # What call_next below does, inline (no closure, no coroutine of its own): the usual
+        # case, without an around_request hook.
         try:
             if chain is None:
                 outcome.result = await handler(ctx)
             else:
                 outcome.result = await chain(through_middleware(ctx, handler))
-        except (CancelledError, AnsweredElsewhere) as exc:
+        except (CancelledError, AnsweredElsewhere, MCPError) as exc:
             outcome.error = exc
-            raise
-        except MCPError as exc:
-            outcome.error = exc
-            raise
         except Exception as exc:
-            # Reported here, once, even if around_request swallows it.
             outcome.error = exc
             data["error"] = "internal_error"
-            await server.report_exception_async(exc, {"request": ctx.message})
-            raise
+            # Reported here, once; a reporter that fails costs the client nothing more.
+            with contextlib.suppress(Exception):
+                await server.report_exception_async(exc, {"request": ctx.message})
         finally:
             outcome.done = True
             if ctx.session.client_info is not None:
                 data.setdefault("client", _client_summary(ctx.session.client_info))
-        return outcome.result
+    else:
+        async def call_next() -> Any:
+            try:
+                if chain is None:
+                    outcome.result = await handler(ctx)
+                else:
+                    outcome.result = await chain(through_middleware(ctx, handler))
+            except (CancelledError, AnsweredElsewhere) as exc:
+                outcome.error = exc
+                raise
+            except MCPError as exc:
+                outcome.error = exc
+                raise
+            except Exception as exc:
+                # Reported here, once, even if around_request swallows it.
+                outcome.error = exc
+                data["error"] = "internal_error"
+                await server.report_exception_async(exc, {"request": ctx.message})
+                raise
+            finally:
+                outcome.done = True
+                if ctx.session.client_info is not None:
+                    data.setdefault("client", _client_summary(ctx.session.client_info))
+            return outcome.result
 
-    around = config.around_request
-    try:
-        if around is None:
-            await call_next()
-        else:
+        try:
             await _call_around(around, data, call_next)
-    except Exception as exc:
-        if outcome.error is None:  # raised by the hook itself, not by the handler
-            await server.report_exception_async(exc, {"request": ctx.message})
-            outcome.error = exc
-    if not outcome.done and outcome.error is None:
-        outcome.error = RuntimeError("around_request did not call the request handler")
-        await server.report_exception_async(outcome.error, {"request": ctx.message})
+        except Exception as exc:
+            if outcome.error is None:  # raised by the hook itself, not by the handler
+                await server.report_exception_async(exc, {"request": ctx.message})
+                outcome.error = exc
+        if not outcome.done and outcome.error is None:
+            outcome.error = RuntimeError("around_request did not call the request handler")
+            await server.report_exception_async(outcome.error, {"request": ctx.message})
 
     cancelled = ctx.cancellation.cancelled or isinstance(outcome.error, CancelledError)
     if cancelled:
@@ -286,7 +312,8 @@ async def _run(server: Server, ctx: ServerContext, handler: Any) -> dict | None:
             reason = outcome.error.reason
         data["cancellation_reason"] = reason
     data["duration"] = duration = time.perf_counter() - started
-    await server.instrument_async(data)
+    if config.instrumentation_callback is not None:
+        await server.instrument_async(data)
     response = _response(ctx, outcome, cancelled)
     for observer, state in reversed(observed):  # nested: the first started ends last
         try:

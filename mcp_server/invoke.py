@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,8 @@ async def call_user_code(function: Callable, *args: Any, **kwargs: Any) -> Any:
 
 
 def is_async_callable(function: Any) -> bool:
+    if type(function) is types.FunctionType and function.__code__.co_flags & inspect.CO_COROUTINE:
+        return True  # an ``async def`` function (a tool's handler, usually): known at once
     while isinstance(function, functools.partial):
         function = function.func
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(

@@ -144,7 +144,9 @@ class Server:
         """What ``ctx``'s request may see: ``.tools``, ``.prompts``, ``.resources`` and
         ``.resource_templates``; the server itself when there is no overlay and no primitive
         requires scopes or permissions (``mcp_server.registry.guard``)."""
-        registry = await self.registry_for(ctx.session.user_id)
+        registry = self.registry_now()
+        if registry is None:
+            registry = await self.registry_for(ctx.session.user_id)
         if not self.guarded:
             return registry
         return await guard.visible(registry, ctx.session.principal, ctx.session.user_id)
@@ -160,6 +162,13 @@ class Server:
                 for primitive in registry.values())
             cached = self._guarded = (version, found)
         return cached[1]
+
+    def registry_now(self) -> Any:
+        """What :meth:`registry_for` gives anyone when it needs no wait; None when it must be
+        awaited (a snapshot to look at or build, or one that restricts someone)."""
+        if self.overlay is None:
+            return self
+        return self.overlay.open_view_now()
 
     async def registry_for(self, user_id: Any) -> Any:
         """What the Django user ``user_id`` (None: anonymous) may see; see :meth:`registry_view`."""

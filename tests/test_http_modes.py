@@ -106,14 +106,17 @@ def test_stateless_has_no_listening_stream_and_delete_does_nothing(stateless):
 @pytest.mark.feature("HTTP-02", "HTTP-01")
 def test_a_long_lived_server_is_mounted_once_in_the_projects_router(stateless):
     """Style (a): the default server, built once, at /mcp of the demo's ASGI router."""
-    from mcp_server.asgi import BodyLimit, Draining
+    from mcp_server.asgi import BodyLimit, Draining, EndpointFirst
     from project.asgi import application
 
     http = application.application_mapping["http"]
     assert isinstance(http, Draining)  # the health check, and the drain on SIGTERM
-    route = http.app.routes[0]
+    # /mcp itself straight to the endpoint; the router has it too (under a root_path, say).
+    assert isinstance(http.app, EndpointFirst) and http.app.path == "/mcp"
+    assert isinstance(http.app.endpoint, BodyLimit)
+    route = http.app.router.routes[0]
     assert route.pattern.match("mcp") and not route.pattern.match("mcpx")
-    assert isinstance(route.callback, Draining) and isinstance(route.callback.app, BodyLimit)
+    assert isinstance(route.callback, Draining) and route.callback.app is http.app.endpoint
     assert Client(stateless.url).tool("echo", {"message": "mounted"}).status == 200
 
 

@@ -34,7 +34,8 @@ from .endpoint import SessionAuth, protected_resource_metadata_app, session_auth
 from .startup_objects import freeze_startup_objects
 from .static import StaticFiles, serves_static
 
-__all__ = ["BodyLimit", "Draining", "SessionAuth", "StaticFiles", "cut_off_slow_daphne_readers",
+__all__ = ["BodyLimit", "Draining", "EndpointFirst", "SessionAuth", "StaticFiles",
+           "cut_off_slow_daphne_readers",
            "drain_daphne_on_shutdown", "endpoint_path", "freeze_startup_objects",
            "get_asgi_application", "install_daphne_hooks", "lean_daphne_request_queues", "lifespan",
            "mcp_urlpatterns", "protected_resource_metadata_app", "reap_finished_daphne_requests",
@@ -91,16 +92,45 @@ def mcp_urlpatterns(path: str | None = None) -> list[Any]:
     oauth-protected-resource`` and below serve its Protected Resource Metadata. Under daphne, its
     hooks are installed. Call it once Django is set up.
     """
-    from django.urls import re_path
-
     path = endpoint_path() if path is None else path
     install_daphne_hooks(path)
+    return _routes(path, _endpoint_app())
+
+
+def _endpoint_app() -> Any:
+    """The endpoint without its drain (the routes and :class:`EndpointFirst` add it)."""
+    return BodyLimit(session_auth(streamable_http_app()))
+
+
+def _routes(path: str, endpoint: Any) -> list[Any]:
+    from django.urls import re_path
+
     return [
-        re_path(rf"^{re.escape(path.lstrip('/'))}$",
-                Draining(BodyLimit(session_auth(streamable_http_app())))),
+        re_path(rf"^{re.escape(path.lstrip('/'))}$", Draining(endpoint)),
         re_path(rf"^{re.escape(METADATA_PREFIX.lstrip('/'))}(?:/.*)?$",
                 protected_resource_metadata_app(path)),
     ]
+
+
+class EndpointFirst:
+    """A request for exactly the endpoint's ``path`` goes straight to ``endpoint``; every other one
+    to ``router`` (a ``URLRouter`` holding the endpoint's routes too, which also serves the endpoint
+    under a ``root_path``). The router matches a regular expression per route and copies the
+    scope; the endpoint's requests are nearly all of them. The scope then has the keys the router
+    would add (no arguments in the endpoint's route)."""
+
+    def __init__(self, path: str, endpoint: Any, router: Any):
+        self.path = path
+        self.endpoint = endpoint
+        self.router = router
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("path") == self.path and not scope.get("root_path") and "path_remaining" not in scope:
+            scope["path_remaining"] = ""
+            scope["url_route"] = {"args": (), "kwargs": {}}
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.router(scope, receive, send)
 
 
 async def lifespan(scope: dict, receive: Any, send: Any) -> None:
@@ -139,8 +169,12 @@ def get_asgi_application(django_app: Any = None) -> Any:
     from django.urls import re_path
 
     site = StaticFiles(django_app) if serves_static() else django_app
+    path = endpoint_path()
+    install_daphne_hooks(path)
+    endpoint = _endpoint_app()
+    router = URLRouter([*_routes(path, endpoint), re_path(r"", site)])
     application = ProtocolTypeRouter({
-        "http": Draining(URLRouter([*mcp_urlpatterns(), re_path(r"", site)])),
+        "http": Draining(EndpointFirst(path, endpoint, router)),
         "lifespan": lifespan,
     })
     freeze_startup_objects()

@@ -18,16 +18,16 @@ class _LazyEndpoint:
     def __init__(self) -> None:
         self._app: Any = None
         self._server: Any = None
-        self._site: Any = None
+        self._get_transport: Any = None
 
     @markcoroutinefunction
     def __call__(self, scope: dict, receive: Any, send: Any) -> Awaitable[None]:
-        site = self._site
-        if site is None:  # imported once (an import statement costs something on every request)
-            from .. import site
+        get_transport = self._get_transport
+        if get_transport is None:  # imported here once: the site module needs Django set up
+            from ..site import get_transport
 
-            self._site = site
-        transport = site.get_transport()
+            self._get_transport = get_transport
+        transport = get_transport()
         if self._app is None or self._server is not transport.server:
             self._app, self._server = transport.as_asgi(), transport.server
         return self._app(scope, receive, send)

@@ -132,6 +132,8 @@ async def _invoke(tool: Tool, arguments: dict, ctx: ServerContext) -> Any:
 
 
 def _as_result(value: Any, tool: Tool) -> dict[str, Any]:
+    if type(value) is str:  # the usual return: the one text block ToolResponse.from_value makes
+        return {"content": [{"type": "text", "text": value}], "isError": False}
     # A dict that already is a tool result (it has content blocks) is kept as given.
     if isinstance(value, dict) and isinstance(value.get("content"), list):
         return {**value, "isError": bool(value.get("isError", False))}

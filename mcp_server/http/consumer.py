@@ -78,10 +78,11 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         # Served here, not in a coroutine of its own: this runs for every request.
         with log_context.serving(session_id=request.headers.get("mcp-session-id")):
             try:
-                if not self.transport.options.stateless:
+                transport = self.transport
+                if not transport.options.stateless and transport.current_runtime() is None:
                     # A stateless transport has no streams to route to, and may be built per request
                     # (HTTP-02): starting a runtime (a channel, background tasks) each time would leak.
-                    await self.transport.ensure_runtime()
+                    await transport.ensure_runtime()
                 check_header_values(request)
                 if self.transport.options.dns_rebinding_protection:
                     check_host_and_origin(request, self.transport.allowed_hosts,
@@ -144,9 +145,10 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
     # Responses -------------------------------------------------------------------------------
     async def reply(self, status: int, body: bytes = b"",
                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        # Straight to the server, as send_response would after two more layers of calls.
+        # Straight to the server, as send_response would after two more layers of calls. With
+        # its length, the server sends the body as it is rather than in chunks (and a close).
         await self.base_send({"type": "http.response.start", "status": status,
-                              "headers": list(headers or [])})
+                              "headers": [*(headers or ()), (b"content-length", b"%d" % len(body))]})
         await self.base_send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def reply_json(self, status: int, message: Any,

@@ -34,6 +34,7 @@ from mcp_protocol.errors import (
 )
 from mcp_protocol.versions import is_handshake_version, is_modern_version
 
+from .. import dispatch
 from ..modern import requests
 from ..modern.request_session import REQUESTS_REFUSED
 from ..outgoing import DeliveryError
@@ -128,7 +129,31 @@ async def handle_modern_post(consumer: StreamableHTTPConsumer, request: Request,
 
         await serve_listen(consumer, request, incoming.message, envelope)
         return
-    await _serve(consumer, request, incoming, envelope)
+    # Served here, not in a coroutine of its own: this runs for every modern request.
+    transport = consumer.transport
+    principal_key = principal_of(request)
+    await check_background_share(transport, request, incoming, principal_key)
+    # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
+    stream = ResponseStream(consumer, incoming.id, transport.options.max_sse_buffer_bytes,
+                            streams=accepts_event_stream(request),
+                            stall_timeout=transport.options.sse_stall_timeout)
+    session = requests.new_session(server, envelope, stream, listen_supported=True)
+    session.act_for(consumer.principal)
+    session.principal_key = principal_key
+
+    def disconnected() -> None:
+        # Closing the response is this revision's cancellation (no notifications/cancelled).
+        stream.disconnected()
+        session.cancel_request(incoming.id, "the client closed the connection")
+
+    method = incoming.method
+    if method in requests.REMOVED_METHODS:  # -32601 before any handler runs (MOD-07)
+        response = await requests.serve(server, incoming.message, session, incoming)
+    else:
+        # What requests.serve does for the others, a coroutine or two fewer.
+        response = await consumer.while_connected(dispatch.handling(server, incoming, session), disconnected)
+        response = requests.stamp_response(server, method, response)
+    await stream.finish(response)
 
 
 def _envelope(request: Request, tools: Any, incoming: jsonrpc.Incoming, header_version: str) -> Any:
@@ -158,29 +183,6 @@ async def _reply(consumer: StreamableHTTPConsumer, response: dict) -> None:
 def accepts_event_stream(request: Request) -> bool:
     accept = (request.header("accept") or "").lower()
     return "text/event-stream" in accept or "*/*" in accept
-
-
-async def _serve(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming,
-                 envelope: Any) -> None:
-    transport = consumer.transport
-    principal_key = principal_of(request)
-    await check_background_share(transport, request, incoming, principal_key)
-    # A client that accepts JSON alone (allowed in JSON-response mode) gets no notifications.
-    stream = ResponseStream(consumer, incoming.id, transport.options.max_sse_buffer_bytes,
-                            streams=accepts_event_stream(request),
-                            stall_timeout=transport.options.sse_stall_timeout)
-    session = requests.new_session(transport.server, envelope, stream, listen_supported=True)
-    session.act_for(consumer.principal)
-    session.principal_key = principal_key
-
-    def disconnected() -> None:
-        # Closing the response is this revision's cancellation (no notifications/cancelled).
-        stream.disconnected()
-        session.cancel_request(incoming.id, "the client closed the connection")
-
-    response = await consumer.while_connected(
-        requests.serve(transport.server, incoming.message, session, incoming), disconnected)
-    await stream.finish(response)
 
 
 class ResponseStream:

@@ -59,7 +59,12 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
     log_context.update(method=incoming.method, params=incoming.params,
                        request_id=incoming.id if incoming.kind == "request" else None)
     try:
-        await _handle(consumer, request, incoming)
+        if incoming.kind == "request" and consumer.transport.server.guarded:
+            await check_call_scopes(consumer.transport, request, incoming)
+        if routes_here(request, incoming):
+            await handle_modern_post(consumer, request, incoming)
+        else:
+            await _handle(consumer, request, incoming)
     except STORE_FAILURES as exc:
         if incoming.kind != "request":
             raise  # the consumer's 503, with no id to carry
@@ -68,12 +73,8 @@ async def handle_post(consumer: StreamableHTTPConsumer, request: Request) -> Non
 
 
 async def _handle(consumer: StreamableHTTPConsumer, request: Request, incoming: jsonrpc.Incoming) -> None:
+    """A POST of the handshake era (its scopes checked already)."""
     transport = consumer.transport
-    if incoming.kind == "request" and transport.server.guarded:
-        await check_call_scopes(transport, request, incoming)
-    if routes_here(request, incoming):
-        await handle_modern_post(consumer, request, incoming)
-        return
     if incoming.kind in ("request", "notification"):
         check_standard_headers(request, incoming.method, incoming.params, incoming.id)
         check_no_envelope(request, incoming)

@@ -14,6 +14,8 @@ from ..ports import Outbound
 from .request_session import ModernSession
 from .results import REMOVED_METHODS, stamp_response
 
+__all__ = ["REMOVED_METHODS", "new_session", "serve", "stamp_response"]
+
 if TYPE_CHECKING:
     from ..server import Server
 

@@ -52,6 +52,8 @@ class _Schema:
 class InputSchema(_Schema):
     """The arguments a tool takes; the root is always an object."""
 
+    _required: tuple[str, ...] | None = None  # the required names, read at the first call
+
     def __init__(self, schema: dict | None = None, **keywords: Any):
         super().__init__(schema, **keywords)
         # Checked now, so a bad annotation fails at import time; kept for the HTTP checks.
@@ -68,7 +70,11 @@ class InputSchema(_Schema):
         return list(self.schema.get("required", []))
 
     def missing_required(self, arguments: dict) -> list[str]:
-        return [name for name in self.required if name not in arguments]
+        # Read once, as the schema does not change once its tool is defined (see errors()).
+        required = self._required
+        if required is None:
+            required = self._required = tuple(self.schema.get("required", []))
+        return [name for name in required if name not in arguments]
 
     def declared(self, arguments: dict) -> dict:
         """``arguments`` without those this schema does not declare (see ``declared.py``): what a

@@ -90,7 +90,9 @@ async def visible(registry: Any, principal: Any, user_id: Any) -> View:
 async def registry_seen_by(server: Server, principal: Any, user_id: Any) -> Any:
     """What a request of ``principal`` (Django user ``user_id``) may see, before it has a session:
     the view :meth:`Server.registry_view` gives its session."""
-    registry = await server.registry_for(user_id)
+    registry = server.registry_now()
+    if registry is None:
+        registry = await server.registry_for(user_id)
     return await visible(registry, principal, user_id) if server.guarded else registry
 
 
@@ -110,9 +112,14 @@ async def usable(server: Server, primitive: Any, kind: str, key: str, principal:
 async def find(ctx: ServerContext, kind: str, key: str) -> Any:
     """The primitive ``key`` of ``kind`` this request may use, None when it is unknown to it."""
     server, session = ctx.server, ctx.session
-    primitive = getattr(await server.registry_for(session.user_id), kind).get(key)
+    registry = server.registry_now()
+    if registry is None:
+        registry = await server.registry_for(session.user_id)
+    primitive = getattr(registry, kind).get(key)
     if primitive is None:
         return None
+    if not server.guarded:  # what usable() says first, without its coroutine
+        return primitive
     return primitive if await usable(server, primitive, kind, key, session.principal, session.user_id) \
         else None
 

@@ -88,6 +88,16 @@ class RegistryOverlay:
         entry = snapshot.entries["tools"].get(name)
         return entry[0] if entry is not None else None
 
+    def open_view_now(self) -> View | None:
+        """What :meth:`view_for` returns for anyone, when it needs no wait: the snapshot held is
+        current (looked at within RECHECK_INTERVAL, of this code's registry) and restricts no
+        one. None otherwise (then ask view_for). Three coroutines fewer, twice per call."""
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.restricted or snapshot.code_version != self.server.registry_version \
+                or time.monotonic() - self._checked >= RECHECK_INTERVAL:
+            return None
+        return snapshot.open_view
+
     async def view_for(self, user_id: Any) -> View:
         """The registry as the Django user ``user_id`` (None: anonymous) may see it."""
         snapshot = await self._current()

@@ -50,7 +50,8 @@ def child(name: str, url: str) -> subprocess.Popen:
 
 def waiting_on_a_lock() -> list[str]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT application_name FROM pg_stat_activity WHERE application_name = ANY(%s) "
+        cursor.execute("SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = ANY(%s) "
                        "AND wait_event_type = 'Lock'", [list(NAMES)])
         return [row[0] for row in cursor.fetchall()]
 

@@ -141,6 +141,55 @@ async def test_a_count_of_claims_is_taken_once_and_a_release_after_it_leaves_it_
     assert await state.count("held:s") == 0 and await state.get("req:s:1") is None
 
 
+@pytest.mark.parametrize("kind", ["local", "redis", "redis-one-connection"])
+async def test_a_response_is_stored_and_its_id_let_go_of_in_one_step(kind, transactional_db,
+                                                                     short_lived_connections):
+    if kind == "redis-one-connection":  # as site.build_stores makes them: one round trip
+        state, _ = shared("redis")
+        events = RedisEventStore(state.url, 600, prefix=state.prefix, clients=state.clients)
+    else:
+        state, events = shared(kind)
+    here, other = (StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
+                   for _ in range(2))
+    for transport in (here, other):
+        await transport.ensure_runtime()
+    record = SessionRecord.new(protocol_version="2025-11-25")
+    await here.sessions.create(record)
+    try:
+        await _respond_and_let_go(here, other, record.id, one_step=kind == "redis-one-connection")
+    finally:
+        for transport in (here, other):
+            await transport.close()
+
+
+async def _respond_and_let_go(here: StreamableHTTPTransport, other: StreamableHTTPTransport,
+                              session_id: str, *, one_step: bool) -> None:
+    response = {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert await here.claim_request(session_id, 7)
+    sequence, holder, released = await here.store_response(session_id, 7, "post:i7", response)
+    assert sequence is not None and holder is None and released is one_step
+    assert await stored(here, session_id, "post:i7") == [response]
+    if not released:
+        await here.release_request(session_id, 7)
+    assert not await here.request_in_flight(session_id, 7)
+    assert await here.state.count(f"held:{session_id}") == 0
+    assert await here.claim_request(session_id, 7)  # the id is free again
+    await here.release_request(session_id, 7)
+    # Another process's claim of the id is left as it is (a process taken for dead whose id was
+    # claimed anew), as release_request leaves it.
+    assert await other.claim_request(session_id, 8)
+    await here.store_response(session_id, 8, "post:i8", {**response, "id": 8})
+    assert await here.request_in_flight(session_id, 8)
+    await other.release_request(session_id, 8)
+    # A session gone meanwhile stores nothing and lets go of nothing: the caller releases the id.
+    assert await here.claim_request(session_id, 9)
+    await here.sessions.delete(session_id)
+    assert await here.store_response(session_id, 9, "post:i9", {**response, "id": 9}) == (None, None, False)
+    assert await here.request_in_flight(session_id, 9)
+    await here.release_request(session_id, 9)
+    assert not await here.request_in_flight(session_id, 9)
+
+
 async def stored(transport: StreamableHTTPTransport, session_id: str, stream: str) -> list[dict]:
     return [message for _sequence, message, _level in await transport.events.replay(session_id, stream, 0)]
 

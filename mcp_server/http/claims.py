@@ -144,6 +144,23 @@ class Claims:
             logger.warning("releasing %s failed (%s); retrying in the background", key, exc)
             self.spawn(loop, self._release_later(key, held, expected))
 
+    async def store_response(self, session_id: str, request_id: Any, stream: str,
+                             message: dict) -> tuple[int | None, str | None, bool]:
+        """Store a request's response on its stream (as :meth:`store_event`) and, where the stores
+        allow it (the built-in Redis ones on one connection), let go of the request's id in the
+        same round trip, this process's claim only (as :meth:`release_request`). The third value:
+        whether that release was done; if not (another store, or the session is gone), the caller
+        releases the id as usual."""
+        if not self._events_read_the_state:
+            sequence, holder = await self.store_event(session_id, stream, message)
+            return sequence, holder, False
+        runtime = self.current_runtime()
+        sequence, holder = await self.events.append_releasing(
+            session_id, stream, message, self._stream_key(session_id, stream),
+            self._request_key(session_id, request_id), self._held_key(session_id),
+            runtime.channel_key if runtime is not None else None)
+        return sequence, holder, sequence is not None
+
     async def _release_later(self, key: str, held: str, expected: str | None) -> None:
         backoff = Backoff(base=0.5, cap=30.0)
         for _attempt in range(RELEASE_ATTEMPTS):

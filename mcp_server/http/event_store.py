@@ -296,11 +296,14 @@ LOW_WATER = 0.9
 
 # KEYS: the sequence counter, the events of the stream (or the broadcasts), the session's index of
 # events, the session's byte count, its shared-state entry ("" for a broadcast), and optionally a
-# shared-state key to read once the event is stored (who holds the stream: see append_watched).
+# shared-state key to read once the event is stored (who holds the stream: see append_watched),
+# then optionally a request's claim and its session's count of claims, the claim released once the
+# event is stored (see append_releasing).
 # ARGV: stream, level, message JSON, time (ms), retention (ms), the clock in microseconds (the
-# counter's start when missing), max events, max bytes (0: no limit), the prefix of stream keys.
+# counter's start when missing), max events, max bytes (0: no limit), the prefix of stream keys,
+# and with a claim, the value it must hold to be released ("" for any).
 # Returns the new sequence number (with the watched key: {sequence, its value}), or -1 when the
-# session's entry is gone.
+# session's entry is gone (nothing is stored, and the claim is left as it is).
 #
 # The counter starts from the clock whenever it is missing (first use, or Redis lost its data): a
 # sequence then stays above every one handed out before, so a client resuming after an old id
@@ -335,6 +338,13 @@ while (max_events > 0 and count > max_events) or (max_bytes > 0 and bytes > max_
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
 redis.call('PEXPIRE', KEYS[4], ARGV[5])
+if KEYS[7] then
+  local claim = redis.call('GET', KEYS[7])
+  if claim and (ARGV[10] == '' or claim == ARGV[10]) then
+    redis.call('DEL', KEYS[7])
+    if redis.call('EXISTS', KEYS[8]) == 1 then redis.call('DECR', KEYS[8]) end
+  end
+end
 if KEYS[6] then return {tonumber(sequence), redis.call('GET', KEYS[6])} end
 return tonumber(sequence)
 """)
@@ -416,8 +426,19 @@ class RedisEventStore:
         atomic: the value is the one right after the event was stored."""
         return await self._append(session_id, stream, message, level, self.prefix + watched)
 
+    async def append_releasing(self, session_id: str, stream: str, message: dict, watched: str,
+                               claim: str, counter: str, expected: str | None,
+                               level: str = "") -> tuple[int | None, str | None]:
+        """:meth:`append_watched`, and once the event is stored, in the same step, the shared-state
+        key ``claim`` removed (only while it holds ``expected``, when given) and one taken from
+        ``counter`` (all unprefixed): a request's response stored and its id let go of in one
+        round trip. When the session is gone (the sequence is None), the claim is left as it is."""
+        return await self._append(session_id, stream, message, level, self.prefix + watched,
+                                  (self.prefix + claim, self.prefix + counter, expected or ""))
+
     async def _append(self, session_id: str | None, stream: str, message: dict, level: str,
-                      watched: str | None) -> tuple[int | None, str | None]:
+                      watched: str | None,
+                      release: tuple[str, str, str] | None = None) -> tuple[int | None, str | None]:
         index, size = self._session_keys(session_id) if session_id is not None else ("", "")
         keys = [f"{self.prefix}events:sequence", self._stream_key(session_id, stream), index, size,
                 self.prefix + self._session_key(session_id) if session_id is not None else ""]
@@ -430,6 +451,9 @@ class RedisEventStore:
         args = [stream, level, text, int(now * 1000), max(1, int(self.retention * 1000)),
                 int(now * 1_000_000), self.max_events or 0, self.max_bytes or 0,
                 self._stream_prefix(session_id) if session_id is not None else ""]
+        if release is not None:  # (a watched key comes first: KEYS[7] and KEYS[8])
+            keys += release[:2]
+            args.append(release[2])
         connection = self.clients.get()
         reply = await connection.run_script(_APPEND, keys, args)
         if session_id is None:

@@ -55,6 +55,9 @@ class PostOutbound:
         # worker now holds the request (this process must not let go of its id when it ends).
         self.listener: Any = None
         self.request_handed_off = False
+        # Whether the request's id was let go of with its response (one round trip for both, see
+        # Claims.store_response): the POST must not let go of it again.
+        self.request_released = False
 
     def disconnected(self) -> None:
         """The client dropped this request's connection."""
@@ -91,7 +94,12 @@ class PostOutbound:
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
         try:
-            sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)
+            if last and not self.request_handed_off and "id" in message and "method" not in message:
+                # The request's response: its id is let go of in the round trip that stores it.
+                sequence, holder, self.request_released = await self.transport.store_response(
+                    self.record.id, self.request_id, self.stream, message)
+            else:
+                sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)
         except (RedisUnavailable, OperationalError, InterfaceError) as exc:
             if last or "id" in message or self.sse.closed:
                 raise

@@ -249,7 +249,8 @@ async def _answer_json(consumer: StreamableHTTPConsumer, answer: dict) -> None:
 
 async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
                         incoming: jsonrpc.Incoming) -> bool:
-    """Serve the request on an SSE stream; True when a background call's worker holds it now."""
+    """Serve the request on an SSE stream; True when its id needs no release here: a background
+    call's worker holds it now, or it was let go of with the response."""
     transport = consumer.transport
     sse = SSEResponse(consumer.base_send, max_buffered_bytes=transport.options.max_sse_buffer_bytes,
                       stall_timeout=transport.options.sse_stall_timeout)
@@ -282,5 +283,5 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
         await consumer.reply(202)
     else:
         await sse.finish()
-    return outbound.request_handed_off
+    return outbound.request_handed_off or outbound.request_released
 

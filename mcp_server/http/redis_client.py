@@ -1,12 +1,13 @@
 """A small Redis client for the transport's hot path: one connection per event loop, every command
 pipelined on it.
 
-The endpoint sends two or three small commands per request (read a session, claim and release a
-request id, store an event). redis-py's asyncio client takes a connection from its pool, writes,
-waits and hands the connection back for each one: about 75 µs of CPU per command under load on
-the benchmark machine (bench/), more than the rest of a stateless ``tools/call``. Here commands of
-every concurrent request share one connection and are answered in order (Redis answers a
-connection's commands in the order they came), which costs about 18 µs per command.
+The endpoint sends two or three small commands per request (read a session, claim a request id,
+store its response and release the id in one script). redis-py's asyncio client takes a
+connection from its pool, writes, waits and hands the connection back for each one: about 75 µs
+of CPU per command under load on the benchmark machine (bench/), more than the rest of a
+stateless ``tools/call``. Here commands of every concurrent request share one connection and are
+answered in order (Redis answers a connection's commands in the order they came), which costs
+about 18 µs per command.
 
 It speaks RESP2, decodes replies as UTF-8 text, and understands ``redis://``, ``rediss://`` and
 ``unix://`` URLs with a user name, password and database number, as redis-py does, and
@@ -198,6 +199,20 @@ class _Protocol(asyncio.Protocol):
             self._watchdog = loop.call_at(self.batches[0][0], self._watch)
         return futures
 
+    def send_one(self, payload: bytes) -> asyncio.Future:
+        """:meth:`send` of one command (the usual case, without the lists)."""
+        if self.lost is not None:
+            raise RedisUnavailable(str(self.lost))
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.waiting.append(future)
+        self.transport.write(payload)
+        deadline = loop.time() + self.command_timeout
+        self.batches.append((deadline, future))
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(deadline, self._watch)
+        return future
+
 
 def _parse(buffer: bytearray, start: int) -> tuple[Any, int] | None:
     """One reply from ``buffer`` at ``start``: ``(value, end)``, or None when incomplete."""
@@ -236,11 +251,25 @@ def _parse(buffer: bytearray, start: int) -> tuple[Any, int] | None:
 
 
 def _encode(args: tuple[Any, ...]) -> bytes:
+    # The usual command (ASCII text and numbers: keys, ids, JSON escaped to ASCII) is framed as
+    # text and encoded once; anything else (other text, bytes) goes through the general path.
+    parts = [f"*{len(args)}\r\n"]
+    for arg in args:
+        kind = arg.__class__
+        if kind is int or kind is float:
+            arg = str(arg)
+        elif kind is not str or not arg.isascii():
+            return _encode_bytes(args)
+        parts.append(f"${len(arg)}\r\n{arg}\r\n")
+    return "".join(parts).encode()
+
+
+def _encode_bytes(args: tuple[Any, ...]) -> bytes:
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
         if isinstance(arg, str):
             arg = arg.encode()
-        elif isinstance(arg, int | float):
+        elif isinstance(arg, (int, float)):
             arg = str(arg).encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
     return b"".join(parts)
@@ -324,12 +353,27 @@ class RedisConnection(ScriptRunner):
         return protocol
 
     async def execute(self, *args: Any) -> Any:
-        protocol = await self._connected()
-        (future,) = protocol.send(_encode(args), 1)
+        protocol = self._protocol
+        if protocol is None or protocol.lost is not None:
+            protocol = await self._connected()
+        future = protocol.send_one(_encode(args))
         try:
             return await future
         except RedisError as exc:
             raise self._failed_reply(protocol, exc) from exc
+
+    async def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        # As ScriptRunner's, on the connection itself: one coroutine less per script.
+        protocol = self._protocol
+        if protocol is None or protocol.lost is not None:
+            protocol = await self._connected()
+        future = protocol.send_one(_encode(("EVALSHA", script.sha, len(keys), *keys, *args)))
+        try:
+            return await future
+        except RedisError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise self._failed_reply(protocol, exc) from exc
+        return await self.execute("EVAL", script.source, len(keys), *keys, *args)
 
     async def pipeline(self, *commands: tuple[Any, ...]) -> list[Any]:
         """Several commands in one write; their replies in order (the first error is raised)."""
@@ -396,10 +440,18 @@ class RedisClients:
         self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RedisConnection] = (
             weakref.WeakKeyDictionary()
         )
+        # The loop last asked for (weakly: a loop that ends is not kept) and its connection: a
+        # process serves on one loop, and a WeakKeyDictionary lookup makes a weak reference each time.
+        self._last_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._last_connection: RedisConnection | None = None
 
     def get(self) -> RedisConnection:
         loop = asyncio.get_running_loop()
+        last = self._last_loop
+        if last is not None and last() is loop:
+            return self._last_connection  # type: ignore[return-value]
         connection = self._connections.get(loop)
         if connection is None:
             connection = self._connections[loop] = self.connection_class(self.url, self.command_timeout)
+        self._last_loop, self._last_connection = weakref.ref(loop), connection
         return connection

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import threading
@@ -30,6 +31,7 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+logger = logging.getLogger("mcp_server.http")
 # Seconds without a statement after which the thread gives its connection back to the pool.
 RELEASE_AFTER = 1.0
 
@@ -75,19 +77,27 @@ _starting = threading.Lock()
 
 
 def _worker() -> _Worker:
+    global _current
     worker = _current
-    if worker is None or worker.pid != os.getpid():  # none yet, or a forked child's: its own
+    if worker is None:
         with _starting:
             worker = _current
-            if worker is None or worker.pid != os.getpid():
-                worker = _Worker()
-                globals()["_current"] = worker
+            if worker is None:
+                worker = _current = _Worker()
     return worker
+
+
+def _forget_in_child() -> None:
+    # A forked child has the parent's objects but not its thread: it starts a worker of its own.
+    global _current, _starting
+    _current, _starting = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class _Worker:
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         # When an attempt to connect last failed (time.monotonic()), and why.
         self.down_since: float | None = None
@@ -112,9 +122,12 @@ class _Worker:
                 result, error = None, exc
             with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
                 loop.call_soon_threadsafe(_settle, future, result, error)
-            if self.jobs.empty() and _wanted(using):
-                _give_back(using)  # requests wait for a connection of the pool: not for this one
-                kept.discard(using)
+            try:
+                if self.jobs.empty() and _wanted(using):
+                    _give_back(using)  # requests wait for a connection of the pool: not for this one
+                    kept.discard(using)
+            except Exception:  # the thread must go on: every session's row waits for it
+                logger.exception("the session rows' thread could not look at the pool")
 
     def _execute(self, using: str, statement: Callable[..., Any], args: tuple, queued_at: float) -> Any:
         connection = connections[using]
@@ -152,8 +165,12 @@ def _wanted(using: str) -> bool:
 
 def _give_back(using: str) -> None:
     """The thread's connection back to the pool (which drops a broken one)."""
-    with contextlib.suppress(DatabaseError):
+    try:
         connections[using].close()
+    except DatabaseError:
+        pass
+    except Exception:  # the thread must go on
+        logger.exception("the session rows' thread could not give its connection back")
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:

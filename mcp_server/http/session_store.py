@@ -8,6 +8,7 @@ everywhere at once.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from django.utils import timezone
 from ..invoke import run_in_thread
 from ..rows import insert_row
 from ..telemetry import metrics
+from . import session_rows
 from .limits import counted_with
 from .session_counts import COUNT_TTL, count_rows, keeps_counts, principal_counter, server_counter
 from .shared_state import SharedState
@@ -85,7 +87,7 @@ class SessionStore:
             counts = await run_in_thread(self._insert, record, count_principal, count_sessions)
             await self.state.set(self._key(record.id), record.dumps(), self._ttl)
             return counts
-        await run_in_thread(self._insert, record, False, False)
+        await self._insert_row(record)
         counters = [server_counter(self.server)] if count_sessions else []
         if count_principal:
             counters.append(principal_counter(self.server, record.principal))
@@ -98,6 +100,17 @@ class SessionStore:
                 await self.state.add(counters[position], str(counted[position]), COUNT_TTL)
         total = counted.pop(0) if count_sessions else None
         return (counted[0] if count_principal else None), total
+
+    async def _insert_row(self, record: SessionRecord) -> None:
+        from django.db import router
+
+        from ..models import Session
+
+        using = router.db_for_write(Session)
+        if session_rows.available(using):
+            await session_rows.run(using, _insert_statement, record, timezone.now())
+        else:
+            await run_in_thread(self._insert, record, False, False)
 
     @staticmethod
     def _insert(record: SessionRecord, count_principal: bool,
@@ -185,7 +198,18 @@ class SessionStore:
         """Delete a session; ``ended=False`` for one refused as it was made, which never lived
         (its duration is not recorded)."""
         self._touched.discard(session_id)
-        principals = await run_in_thread(self._delete_rows, [session_id], ended=ended)
+        from django.db import router
+
+        from ..models import Session
+
+        using = router.db_for_write(Session)
+        if session_rows.available(using):
+            gone = await session_rows.run(using, _delete_statement, session_id)
+            if ended and gone and metrics.enabled():
+                metrics.sessions_ended([row[1:] for row in gone])
+            principals = [row[0] for row in gone]
+        else:
+            principals = await run_in_thread(self._delete_rows, [session_id], ended=ended)
         await self._forget([self._key(session_id)], principals)
         return bool(principals)
 
@@ -337,6 +361,68 @@ class SessionStore:
         if lived and principals:
             metrics.sessions_ended([row[1:] for row in lived])
         return principals
+
+
+# The statements of session_rows' thread, on its psycopg connection (table and column names of the
+# models, quoted as Django quotes them on PostgreSQL).
+_INSERT_COLUMNS = ("id", "protocol_version", "client_info", "client_capabilities", "log_level",
+                   "owner_id", "origin", "principal", "server", "created_at", "last_activity",
+                   "stored_events", "stored_bytes")
+
+
+@functools.cache
+def _session_sql() -> tuple[str, str, str]:
+    """The INSERT, the DELETE in one statement, and the row's lock that the DELETE follows when
+    it has to (``_delete_statement``)."""
+    from ..models import ResourceSubscription, Session, StreamEvent
+
+    table, events, subscriptions = (f'"{model._meta.db_table}"' for model in
+                                    (Session, StreamEvent, ResourceSubscription))
+    columns = ", ".join(f'"{column}"' for column in _INSERT_COLUMNS)
+    marks = ", ".join("%s::jsonb" if column.startswith("client_") else "%s" for column in _INSERT_COLUMNS)
+    delete = (f'WITH e AS (DELETE FROM {events} WHERE "session_id" = %s), '
+              f's AS (DELETE FROM {subscriptions} WHERE "session_id" = %s) '
+              f'DELETE FROM {table} WHERE "id" = %s RETURNING "principal", "created_at", "protocol_version"')
+    lock = f'SELECT 1 FROM {table} WHERE "id" = %s FOR UPDATE'
+    return f"INSERT INTO {table} ({columns}) VALUES ({marks})", delete, lock
+
+
+def _insert_statement(connection: Any, retried: bool, record: SessionRecord, now: datetime.datetime) -> None:
+    import psycopg
+
+    try:
+        psycopg.Cursor(connection).execute(_session_sql()[0], (
+            record.id, record.protocol_version, _json(record.client_info),
+            _json(record.client_capabilities), record.log_level, record.owner_id, record.origin,
+            record.principal, record.server, now, now, 0, 0))
+    except psycopg.errors.UniqueViolation:
+        if not retried:
+            raise
+        # Its first run took effect before its connection broke (the id is new and random).
+
+
+def _delete_statement(connection: Any, retried: bool, session_id: str) -> list[tuple]:
+    """Delete a session with its stored events and subscriptions; its principal, creation time
+    and revision, if it was there.
+
+    One statement, which sees the events stored before it began. An event stored by a request of
+    the session that committed meanwhile makes the deferred foreign key fail it (nothing is
+    deleted then); it runs again after the row's lock, as ``_delete_rows`` always does: every event
+    stored before the lock is seen, and one stored after it waits for the delete, then fails.
+    """
+    import psycopg
+
+    _insert, delete, lock = _session_sql()
+    try:
+        return psycopg.Cursor(connection).execute(delete, (session_id,) * 3).fetchall()
+    except psycopg.errors.ForeignKeyViolation:
+        pass
+    # The simple query protocol runs both in one round trip and one transaction, each statement
+    # with a snapshot of its own.
+    cursor = psycopg.ClientCursor(connection)
+    cursor.execute(f"{lock}; {delete}", (session_id,) * 4)
+    cursor.nextset()
+    return cursor.fetchall()
 
 
 def _binds_on_client(cursor: Any) -> bool:

@@ -1,0 +1,182 @@
+"""A session's INSERT and DELETE on PostgreSQL with Django's connection pool: plain psycopg
+statements, run in turn by a thread of their own that keeps its connection of the pool while
+sessions come and go.
+
+Around each statement, ``run_in_thread`` hands the work to the executor and Django opens its
+connection (the pool's check, a round trip, then Django's setup) and closes it again: together
+about twice a session's two statements themselves, and the ORM's query building as much again.
+Here the thread keeps the connection until it has been idle for :data:`RELEASE_AFTER` seconds, and
+gives it back to the pool then, so an idle process holds none (or at once, when requests wait for
+a connection of the pool; a pool of one connection shares it with the thread, so that a request
+may wait up to that second for it).
+
+A kept connection is not checked before each use: one that a restart of the server ended fails
+its statement, goes back to the pool (which drops it) and the statement runs once more on a new,
+checked one. While the database is down, a statement fails after at most one wait for a
+connection: those queued while an attempt to connect failed fail with it, not one after another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+logger = logging.getLogger("mcp_server.http")
+# Seconds without a statement after which the thread gives its connection back to the pool.
+RELEASE_AFTER = 1.0
+
+
+def available(using: str) -> bool:
+    """Whether the database ``using`` is PostgreSQL with Django's pool (the settings' ``pool``
+    option): without a pool, a connection is opened per use, as asked, and the ORM's path is kept."""
+    try:
+        return _available[using]
+    except KeyError:
+        pass
+    # Known once per database: on the event loop, each request's context would get a connection
+    # object of its own (Django keeps them per context there), built anew for this question.
+    connection = connections[using]
+    found = _available[using] = (connection.vendor == "postgresql"
+                                 and bool(connection.settings_dict["OPTIONS"].get("pool")))
+    return found
+
+
+_available: dict[str, bool] = {}
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DATABASES":
+        _available.clear()
+
+
+setting_changed.connect(_on_setting_changed)
+
+
+async def run(using: str, statement: Callable[..., Any], *args: Any) -> Any:
+    """``statement(psycopg_connection, retried, *args)`` on the thread, with its connection of
+    ``using``; ``retried`` is True when it runs again after its connection broke (it may have
+    taken effect the first time). Errors are Django's (``django.db.OperationalError``...)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    _worker().jobs.put((loop, future, using, statement, args, time.monotonic()))
+    return await future
+
+
+_current: _Worker | None = None
+_starting = threading.Lock()
+
+
+def _worker() -> _Worker:
+    global _current
+    worker = _current
+    if worker is None:
+        with _starting:
+            worker = _current
+            if worker is None:
+                worker = _current = _Worker()
+    return worker
+
+
+def _forget_in_child() -> None:
+    # A forked child has the parent's objects but not its thread: it starts a worker of its own.
+    global _current, _starting
+    _current, _starting = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        # When an attempt to connect last failed (time.monotonic()), and why.
+        self.down_since: float | None = None
+        self.down_reason = ""
+        threading.Thread(target=self._run, name="mcp-session-rows", daemon=True).start()
+
+    def _run(self) -> None:
+        kept: set[str] = set()  # the databases whose connection the thread holds
+        while True:
+            try:
+                job = self.jobs.get(timeout=RELEASE_AFTER) if kept else self.jobs.get()
+            except queue.Empty:
+                for using in kept:
+                    _give_back(using)
+                kept.clear()
+                continue
+            loop, future, using, statement, args, queued_at = job
+            kept.add(using)
+            try:
+                result, error = self._execute(using, statement, args, queued_at), None
+            except BaseException as exc:  # handed to the waiting task, whatever it is
+                result, error = None, exc
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            try:
+                if self.jobs.empty() and _wanted(using):
+                    _give_back(using)  # requests wait for a connection of the pool: not for this one
+                    kept.discard(using)
+            except Exception:  # the thread must go on: every session's row waits for it
+                logger.exception("the session rows' thread could not look at the pool")
+
+    def _execute(self, using: str, statement: Callable[..., Any], args: tuple, queued_at: float) -> Any:
+        connection = connections[using]
+        for retried in (False, True):
+            if connection.connection is None:
+                if self.down_since is not None and queued_at <= self.down_since:
+                    # Queued while the last attempt waited for the database and failed.
+                    raise OperationalError(self.down_reason)
+                try:
+                    connection.ensure_connection()  # from the pool, checked
+                except DatabaseError as exc:
+                    self.down_since, self.down_reason = time.monotonic(), str(exc)
+                    raise
+                self.down_since = None
+            try:
+                with connection.wrap_database_errors:
+                    return statement(connection.connection, retried, *args)
+            except (OperationalError, InterfaceError):
+                raw = connection.connection
+                broken = raw is None or raw.closed or raw.broken
+                _give_back(using)
+                if retried or not broken:
+                    raise
+            except DatabaseError:
+                _give_back(using)  # its transaction, if any, ends there
+                raise
+        raise AssertionError("unreachable")
+
+
+def _wanted(using: str) -> bool:
+    """Whether requests wait for a connection of the pool (all of them in use)."""
+    pool = getattr(connections[using], "pool", None)
+    return pool is not None and pool.get_stats().get("requests_waiting", 0) > 0
+
+
+def _give_back(using: str) -> None:
+    """The thread's connection back to the pool (which drops a broken one)."""
+    try:
+        connections[using].close()
+    except DatabaseError:
+        pass
+    except Exception:  # the thread must go on
+        logger.exception("the session rows' thread could not give its connection back")
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -1,0 +1,145 @@
+"""A session's row, written and deleted by a thread of its own that keeps its connection of
+Django's pool (mcp_server/http/session_rows.py): that connection is not checked before each use,
+so one that the server ended (a restart, pg_terminate_backend) is replaced and its statement runs
+again, unseen by the client; and once idle, it goes back to the pool."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from psycopg import errors as psycopg_errors
+
+from mcp_server.http.session_store import SessionRecord, _delete_statement, _insert_statement
+from mcp_server.models import ResourceSubscription, Session, StreamEvent
+
+from .http_cluster import cluster, new_session, require_services
+from .redis_faults import redis_server
+from .services import require
+from .test_database_connections import connections_of
+from .waiting import wait_until
+
+
+def end_connections_of(application_name: str) -> int:
+    """End every connection of the server's processes, as a restart of PostgreSQL would."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                       "datname = current_database() AND application_name = %s", [application_name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_connection_the_server_ended_is_replaced_unseen(tmp_path, django_db_blocker):
+    require_services()
+    name = f"mcp-rows-{uuid.uuid4().hex[:8]}"
+    env = {"MCP_TEST_APPLICATION_NAME": name, "MCP_DATABASE_POOL": "2"}
+    with django_db_blocker.unblock(), redis_server(tmp_path) as redis, \
+            cluster(1, redis_db=0, redis_port=redis.port, env=env) as [server]:
+        first = new_session(server.url)
+        assert Session.objects.filter(pk=first.session_id).exists()
+        assert end_connections_of(name) >= 1
+        # The thread's connection is dead: the INSERT fails on it, then runs on a new one.
+        second = new_session(server.url)
+        assert Session.objects.filter(pk=second.session_id).exists()
+        assert end_connections_of(name) >= 1
+        # And the DELETE.
+        assert first.delete(url=server.url).status_code == 200
+        assert not Session.objects.filter(pk=first.session_id).exists()
+        assert second.delete(url=server.url).status_code == 200
+        assert not Session.objects.filter(pk=second.session_id).exists()
+        assert call_count(name) == 0
+        first.close()
+        second.close()
+
+
+def call_count(application_name: str) -> int:
+    """Connections of the server that are in a transaction or running a statement (none once
+    its requests are answered: the thread's kept connection is idle)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = %s AND state <> 'idle'", [application_name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_kept_connection_goes_back_to_the_pool_when_idle(tmp_path, django_db_blocker, monkeypatch):
+    """The pool keeps its connections open (min_size), so what is seen is that the thread's goes
+    back: with a pool of one, a request that needs the ORM after a session is made gets it."""
+    require_services()
+    name = f"mcp-rows-{uuid.uuid4().hex[:8]}"
+    env = {"MCP_TEST_APPLICATION_NAME": name, "MCP_DATABASE_POOL": "1"}
+    with django_db_blocker.unblock(), redis_server(tmp_path) as redis, \
+            cluster(1, redis_db=0, redis_port=redis.port, env=env) as [server]:
+        client = new_session(server.url)
+        # logging/setLevel writes the row through the ORM, on a connection of the same pool of
+        # one: it waits for the thread to give its connection back (about a second), not 5 s.
+        assert client.request("logging/setLevel", {"level": "debug"}, url=server.url).status == 200
+        wait_until(lambda: connections_of(name) == 1, what="one connection: the pool's only one")
+        assert client.delete(url=server.url).status_code == 200
+        assert not Session.objects.filter(pk=client.session_id).exists()
+        client.close()
+
+
+def stored_session(principal: str) -> str:
+    """A session row with a stored event and a subscription; its id."""
+    session_id = uuid.uuid4().hex
+    Session.objects.create(id=session_id, protocol_version="2025-11-25", principal=principal,
+                           last_activity=timezone.now())
+    StreamEvent.objects.create(session_id=session_id, stream="get", message={"jsonrpc": "2.0"})
+    ResourceSubscription.objects.create(session_id=session_id, uri="file:///a")
+    return session_id
+
+
+def is_gone(session_id: str) -> bool:
+    return not (Session.objects.filter(pk=session_id).exists()
+                or StreamEvent.objects.filter(session_id=session_id).exists()
+                or ResourceSubscription.objects.filter(session_id=session_id).exists())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_delete_statement_takes_the_events_and_subscriptions_with_the_session():
+    require(connection.vendor == "postgresql", "needs PostgreSQL")
+    session_id = stored_session("address:1")
+    connection.ensure_connection()
+    [(principal, created_at, revision)] = _delete_statement(connection.connection, False, session_id)
+    assert (principal, revision) == ("address:1", "2025-11-25") and created_at.tzinfo is not None
+    assert is_gone(session_id)
+    assert _delete_statement(connection.connection, False, session_id) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_stored_meanwhile_makes_the_delete_lock_the_row_and_run_again(monkeypatch):
+    """The one statement failed on the deferred foreign key (an event committed after it began):
+    it runs again after the row's lock, and deletes everything."""
+    require(connection.vendor == "postgresql", "needs PostgreSQL")
+    import psycopg
+
+    failed = []
+
+    class RacedCursor(psycopg.Cursor):
+        def execute(self, query, params=None, **kwargs):
+            if not failed and str(query).startswith("WITH"):
+                failed.append(query)
+                raise psycopg.errors.ForeignKeyViolation("an event was stored meanwhile")
+            return super().execute(query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg, "Cursor", RacedCursor)
+    session_id = stored_session("address:2")
+    connection.ensure_connection()
+    assert [row[0] for row in _delete_statement(connection.connection, False, session_id)] == ["address:2"]
+    assert failed and is_gone(session_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_insert_run_again_after_its_connection_broke_finds_its_row():
+    """Its first run may have taken effect before the connection broke: the row is its own."""
+    require(connection.vendor == "postgresql", "needs PostgreSQL")
+    record = SessionRecord.new(protocol_version="2025-11-25", principal="address:3")
+    connection.ensure_connection()
+    _insert_statement(connection.connection, False, record, timezone.now())
+    _insert_statement(connection.connection, True, record, timezone.now())
+    with pytest.raises(psycopg_errors.UniqueViolation):
+        _insert_statement(connection.connection, False, record, timezone.now())
+    assert Session.objects.get(pk=record.id).principal == "address:3"

@@ -154,6 +154,20 @@ _SEPARATORS = len(COLUMNS) - 1
 _last_second = (-1, "")
 
 
+def _line(when: str, user_id: str | None, username: str, client_id: str, subject: str,
+          authentication: str, session_id: str, request_id: str | None, protocol_version: str,
+          method: str, name: str, arguments_digest: str, arguments: str | None, outcome: str,
+          code: str, duration: str, size: str, background_call: str, task: str,
+          trace_id: str | None) -> str:
+    """One row's line: its values as text already (``code``, ``duration``, ``size`` and ``task``
+    formatted), None where a nullable text column holds NULL."""
+    return "\t".join((
+        when, _NULL if user_id is None else user_id, username, client_id, subject, authentication,
+        session_id, _NULL if request_id is None else request_id, protocol_version, method, name,
+        arguments_digest, _NULL if arguments is None else arguments, outcome, code, duration, size,
+        background_call, task, _NULL if trace_id is None else trace_id))
+
+
 def copy_text(rows: list[tuple]) -> bytes:
     """``rows`` in COPY's text format, UTF-8. A row's time is a datetime, or (a request's row)
     seconds since the epoch: formatted here, the date and time of day once a second."""
@@ -177,31 +191,27 @@ def copy_text(rows: list[tuple]) -> bytes:
         request_id = str(request_id) if type(request_id) is int else _encode(request_id)
         if user_id is not None:
             user_id = str(user_id)
-        line = "\t".join((
-            when, _NULL if user_id is None else user_id, username, client_id, subject, authentication,
-            session_id, _NULL if request_id is None else request_id, protocol_version, method, name,
-            arguments_digest, _NULL if arguments is None else arguments, outcome,
-            _NULL if code is None else str(code), f"{round(duration * 1_000_000)}e-6",
-            _NULL if size is None else str(size),
-            background_call, "t" if task else "f", _NULL if trace_id is None else trace_id))
+        code = _NULL if code is None else str(code)
+        duration = f"{round(duration * 1_000_000)}e-6"
+        size = _NULL if size is None else str(size)
+        task = "t" if task else "f"
+        line = _line(when, user_id, username, client_id, subject, authentication, session_id, request_id,
+                     protocol_version, method, name, arguments_digest, arguments, outcome, code,
+                     duration, size, background_call, task, trace_id)
         # Text any caller may have chosen (names, ids, JSON) is escaped when it holds a tab, a
         # backslash, a newline or a carriage return: looked for on the line as a whole, where the
         # 19 separators are the only tabs and the NULL markers the only backslashes.
         if line.count("\t") != _SEPARATORS or "\n" in line or "\r" in line or line.count("\\") != (
-                (user_id is None) + (request_id is None) + (arguments is None) + (code is None)
-                + (size is None) + (trace_id is None)):
+                (user_id is None) + (request_id is None) + (arguments is None) + (code is _NULL)
+                + (size is _NULL) + (trace_id is None)):
             (user_id, username, client_id, subject, authentication, session_id, request_id,
              protocol_version, name, arguments, background_call, trace_id) = (
                 None if value is None else value.translate(_ESCAPES) for value in
                 (user_id, username, client_id, subject, authentication, session_id, request_id,
                  protocol_version, name, arguments, background_call, trace_id))
-            line = "\t".join((
-                when, _NULL if user_id is None else user_id, username, client_id, subject, authentication,
-                session_id, _NULL if request_id is None else request_id, protocol_version, method, name,
-                arguments_digest, _NULL if arguments is None else arguments, outcome,
-                _NULL if code is None else str(code), f"{round(duration * 1_000_000)}e-6",
-                _NULL if size is None else str(size),
-                background_call, "t" if task else "f", _NULL if trace_id is None else trace_id))
+            line = _line(when, user_id, username, client_id, subject, authentication, session_id,
+                         request_id, protocol_version, method, name, arguments_digest, arguments,
+                         outcome, code, duration, size, background_call, task, trace_id)
         lines.append(line)
     _last_second = (second, prefix)  # one store: another thread's batch reads a matching pair
     lines.append("")

@@ -37,7 +37,10 @@ def stamp_response(server: Server, method: str, response: dict | None) -> dict |
     A result that already says what it is (``"input_required"``, ``"task"``) is left exactly as
     it is: no cache hints on an incomplete result. Otherwise it gets ``resultType: "complete"``,
     and a cacheable one both hints, values already in the result winning. The result is copied,
-    never changed in place, as a handler may return an object it keeps.
+    never changed in place, as a handler may return an object it keeps; the response, which the
+    dispatcher made for this request, takes the stamped copy in place and is returned: an observer
+    holding it (the audit trail, waiting for its size as sent) sees what goes out, without a
+    second encoding.
     """
     if response is None or not isinstance(response.get("result"), dict):
         return response
@@ -48,4 +51,5 @@ def stamp_response(server: Server, method: str, response: dict | None) -> dict |
     if method in CACHEABLE_METHODS:
         for key, value in cache_hints(server).items():
             stamped.setdefault(key, value)
-    return {**response, "result": stamped}
+    response["result"] = stamped
+    return response

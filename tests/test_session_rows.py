@@ -143,3 +143,25 @@ def test_an_insert_run_again_after_its_connection_broke_finds_its_row():
     with pytest.raises(psycopg_errors.UniqueViolation):
         _insert_statement(connection.connection, False, record, timezone.now())
     assert Session.objects.get(pk=record.id).principal == "address:3"
+
+
+def test_statements_go_to_the_executor_while_the_thread_has_a_backlog(monkeypatch):
+    """The thread runs one statement at a time: once MAX_WAITING wait for it, more go to the
+    executor's threads (the ORM's path), which run side by side."""
+    from mcp_server.http import session_rows
+
+    class Jobs:
+        waiting = 0
+
+        def qsize(self) -> int:
+            return self.waiting
+
+    class Worker:
+        jobs = Jobs()
+
+    monkeypatch.setitem(session_rows._available, "default", True)
+    monkeypatch.setattr(session_rows, "_current", Worker())
+    Worker.jobs.waiting = session_rows.MAX_WAITING - 1
+    assert session_rows.available("default")
+    Worker.jobs.waiting = session_rows.MAX_WAITING
+    assert not session_rows.available("default")

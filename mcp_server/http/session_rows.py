@@ -14,6 +14,10 @@ A kept connection is not checked before each use: one that a restart of the serv
 its statement, goes back to the pool (which drops it) and the statement runs once more on a new,
 checked one. While the database is down, a statement fails after at most one wait for a
 connection: those queued while an attempt to connect failed fail with it, not one after another.
+
+One thread runs one statement at a time, a round trip each: with a database far away, or a burst
+of sessions, statements would queue behind each other. Once :data:`MAX_WAITING` wait, the caller
+takes the executor's path instead (:func:`available` says no), whose threads run side by side.
 """
 
 from __future__ import annotations
@@ -34,11 +38,17 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 logger = logging.getLogger("mcp_server.http")
 # Seconds without a statement after which the thread gives its connection back to the pool.
 RELEASE_AFTER = 1.0
+# Statements waiting for the thread beyond which new ones go to the executor's threads instead.
+MAX_WAITING = 4
 
 
 def available(using: str) -> bool:
-    """Whether the database ``using`` is PostgreSQL with Django's pool (the settings' ``pool``
-    option): without a pool, a connection is opened per use, as asked, and the ORM's path is kept."""
+    """Whether a statement on the database ``using`` should go to the thread: PostgreSQL with
+    Django's pool (the settings' ``pool`` option; without a pool, a connection is opened per use,
+    as asked, and the ORM's path is kept), and fewer than :data:`MAX_WAITING` statements waiting."""
+    worker = _current
+    if worker is not None and worker.jobs.qsize() >= MAX_WAITING:
+        return False
     try:
         return _available[using]
     except KeyError:

@@ -25,6 +25,7 @@ from mcp_server.http.liveness import (
     request_lost,
     request_stopped,
 )
+from mcp_server.http.session_counts import principal_counter, server_counter
 from mcp_server.http.session_store import SessionRecord
 from mcp_server.http.shared_state import LocalState, RedisState
 
@@ -188,6 +189,52 @@ async def _respond_and_let_go(here: StreamableHTTPTransport, other: StreamableHT
     assert await here.request_in_flight(session_id, 9)
     await here.release_request(session_id, 9)
     assert not await here.request_in_flight(session_id, 9)
+
+
+@pytest.mark.parametrize("kind", ["local", "redis", "redis-one-connection"])
+async def test_ending_a_session_drops_its_entry_counts_and_events_and_tells_the_processes_holding_it(
+        kind, transactional_db, short_lived_connections):
+    """``end_session`` (a DELETE, the admin's, the API's): with the Redis stores on one connection
+    the session's entry and counts go in the round trip that drops its events; the result is the
+    same with every store."""
+    if kind == "redis-one-connection":
+        state, _ = shared("redis")
+        events = RedisEventStore(state.url, 600, prefix=state.prefix, clients=state.clients)
+    else:
+        state, events = shared(kind)
+    here, other = (StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
+                   for _ in range(2))
+    for transport in (here, other):
+        await transport.ensure_runtime()
+    try:
+        kept, ended = (SessionRecord.new(protocol_version="2025-11-25", principal="address:a")
+                       for _ in range(2))
+        for record in (kept, ended):
+            await here.sessions.create(record, count_principal=True, count_sessions=True)
+        server = here.sessions.server
+        counters = (server_counter(server), principal_counter(server, "address:a"))
+        assert [await state.get(key) for key in counters] == ["2", "2"]
+        await here.store_event(ended.id, "post:i1", {"jsonrpc": "2.0", "method": "notifications/message"})
+        assert await other.claim_request(ended.id, 3)  # a request of it in flight elsewhere
+        told = []
+
+        async def tell_every_process(message: dict) -> None:
+            told.append(message)
+
+        here.tell_every_process = tell_every_process
+        assert await here.end_session(ended.id)
+        assert told == [{"type": "mcp.close", "session_id": ended.id}]  # the other ends its request
+        assert await here.sessions.peek(ended.id) is None and await here.sessions.load(ended.id) is None
+        assert await stored(here, ended.id, "post:i1") == []
+        assert await state.count(f"held:{ended.id}") == 0
+        assert [await state.get(key) for key in counters] == ["1", "1"]
+        assert await here.sessions.peek(kept.id) is not None
+        assert not await here.end_session(ended.id)  # already gone: nothing taken twice
+        assert [await state.get(key) for key in counters] == ["1", "1"]
+        assert len(told) == 1  # and no claim left: no process is told
+    finally:
+        for transport in (here, other):
+            await transport.close()
 
 
 async def stored(transport: StreamableHTTPTransport, session_id: str, stream: str) -> list[dict]:

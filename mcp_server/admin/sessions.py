@@ -30,15 +30,10 @@ def held_now(session_ids: list[str]) -> dict[str, int]:
     return dict(zip(session_ids, async_to_sync(_held)(get_transport(), session_ids), strict=True))
 
 
-async def _terminate(transport: Any, session_id: str) -> None:
-    await transport.sessions.delete(session_id)
-    await transport.close_session(session_id)
-
-
 def terminate(session_id: str) -> None:
     """End a session everywhere: its row, events and subscriptions go, its streams and requests
     end in whichever process holds them, and its next request gets 404."""
-    async_to_sync(_terminate)(get_transport(), session_id)
+    async_to_sync(get_transport().end_session)(session_id)
 
 
 @admin.register(Session)

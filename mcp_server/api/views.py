@@ -149,13 +149,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
 
 def terminate(session_id: str) -> None:
     """End a session everywhere, as a client's DELETE does (``http.get.handle_delete``)."""
-    transport = get_transport()
-
-    async def end() -> None:
-        await transport.sessions.delete(session_id)
-        await transport.close_session(session_id)
-
-    async_to_sync(end)()
+    async_to_sync(get_transport().end_session)(session_id)
 
 
 class StateFilter(filters.BaseFilterBackend):

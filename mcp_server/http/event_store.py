@@ -365,7 +365,9 @@ end
 return removed
 """)
 
-# KEYS: the session's index, its byte count, its listening stream. ARGV: the prefix of stream keys.
+# KEYS: the session's index, its byte count, its listening stream; optionally a counter to read and
+# remove, then keys to remove and counters to take one from (each that exists, once per time named).
+# ARGV: the prefix of stream keys; with those keys, how many of them are removed (the rest counted).
 _FORGET = Script("""
 for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local first = string.find(member, ' ', 1, true)
@@ -373,6 +375,13 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   redis.call('DEL', ARGV[1] .. string.sub(member, second + 1))
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if ARGV[2] then
+  local removed = 4 + tonumber(ARGV[2])
+  for i = 5, removed do redis.call('DEL', KEYS[i]) end
+  for i = removed + 1, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
+  end
+end
 if KEYS[4] then return redis.call('GETDEL', KEYS[4]) end
 return 0
 """)
@@ -509,12 +518,19 @@ class RedisEventStore:
             _FORGET, [*self._session_keys(session_id), self._stream_key(session_id, GET_STREAM)],
             [self._stream_prefix(session_id)])
 
-    async def forget_taking(self, session_id: str, counter: str) -> int:
-        """:meth:`forget`, and in the same round trip the value of ``counter`` (a shared-state key,
-        unprefixed: this store shares the state's Redis and prefix) read and removed (0: absent)."""
-        value = await self.clients.get().run_script(
-            _FORGET, [*self._session_keys(session_id), self._stream_key(session_id, GET_STREAM),
-                      self.prefix + counter], [self._stream_prefix(session_id)])
+    async def forget_taking(self, session_id: str, counter: str, removed: list[str] = (),
+                            uncounted: list[str] = ()) -> int:
+        """:meth:`forget`, and in the same round trip the value of ``counter`` read and removed
+        (0: absent), the keys ``removed`` removed and one taken from each of the counters
+        ``uncounted`` that exists (as the shared state's ``delete_uncounting``). The keys are the
+        shared state's, unprefixed: this store shares the state's Redis and prefix."""
+        keys = [*self._session_keys(session_id), self._stream_key(session_id, GET_STREAM),
+                self.prefix + counter]
+        args = [self._stream_prefix(session_id)]
+        if removed or uncounted:
+            keys += [self.prefix + key for key in (*removed, *uncounted)]
+            args.append(len(removed))
+        value = await self.clients.get().run_script(_FORGET, keys, args)
         return int(value) if value else 0
 
 

@@ -95,6 +95,5 @@ async def handle_delete(consumer: StreamableHTTPConsumer, request: Request) -> N
         return
     record = await session_of(transport, request)
     await authorize(transport, request, record)
-    await transport.sessions.delete(record.id)
-    await transport.close_session(record.id)
+    await transport.end_session(record.id)
     await consumer.reply_json(200, {"success": True})

@@ -146,6 +146,25 @@ class Routing:
         await self.runtime.send_to(holder_channel(claim), {
             "type": "mcp.response", "session_id": session_id, "message": message})
 
+    async def end_session(self, session_id: str) -> bool:
+        """Delete a session everywhere (a client's DELETE, the admin's and the API's): its row,
+        events and subscriptions, its shared-state entry and counts, and its streams and requests
+        in whichever process holds them; its next request gets 404. False when it was not there.
+
+        With the built-in Redis stores on one connection, the session's entry and counts go in
+        the round trip that drops its events (:meth:`close_session`'s).
+        """
+        principals = await self.sessions.delete_row(session_id)
+        removed, uncounted = self.sessions.forgetting(session_id, principals)
+        if self._events_read_the_state:
+            if await self.events.forget_taking(session_id, self._held_key(session_id), removed,
+                                               uncounted) > 0:
+                await self.tell_every_process({"type": "mcp.close", "session_id": session_id})
+        else:
+            await self.sessions.forget(removed, uncounted)
+            await self.close_session(session_id)
+        return bool(principals)
+
     async def close_session(self, session_id: str) -> None:
         """End the session's streams and requests in every process, and drop its stored events.
 

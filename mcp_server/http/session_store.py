@@ -153,7 +153,7 @@ class SessionStore:
             return record
         record, expired = await run_in_thread(self._select, session_id, self.server, self.idle_timeout)
         if expired:
-            await self._forget([], expired)
+            await self.forget(*self.forgetting(None, expired))
         if record is not None:
             self._touched.add(session_id)
             await self.state.set(self._key(session_id), record.dumps(), self._ttl)
@@ -197,6 +197,15 @@ class SessionStore:
     async def delete(self, session_id: str, *, ended: bool = True) -> bool:
         """Delete a session; ``ended=False`` for one refused as it was made, which never lived
         (its duration is not recorded)."""
+        principals = await self.delete_row(session_id, ended=ended)
+        await self.forget(*self.forgetting(session_id, principals))
+        return bool(principals)
+
+    async def delete_row(self, session_id: str, *, ended: bool = True) -> list[str]:
+        """:meth:`delete`'s database part: the session's row, events and subscriptions; the
+        principal of the session deleted (none when it was not there). Its shared-state entry and
+        counts stay until :meth:`forget` (or a caller that drops them in a round trip of its own,
+        with what :meth:`forgetting` names)."""
         self._touched.discard(session_id)
         from django.db import router
 
@@ -207,22 +216,27 @@ class SessionStore:
             gone = await session_rows.run(using, _delete_statement, session_id)
             if ended and gone and metrics.enabled():
                 metrics.sessions_ended([row[1:] for row in gone])
-            principals = [row[0] for row in gone]
-        else:
-            principals = await run_in_thread(self._delete_rows, [session_id], ended=ended)
-        await self._forget([self._key(session_id)], principals)
-        return bool(principals)
+            return [row[0] for row in gone]
+        return await run_in_thread(self._delete_rows, [session_id], ended=ended)
 
-    async def _forget(self, keys: list[str], principals: list[str]) -> None:
-        """Remove shared-state entries of sessions, and take the sessions deleted (one principal
-        each) from the counters, in one round trip."""
+    def forgetting(self, session_id: str | None, principals: list[str]) -> tuple[list[str], list[str]]:
+        """The shared-state keys to remove and the counters to take one from (a counter named
+        once for each session) once a session's row (``session_id``'s, or None for only the
+        counts) and those of ``principals`` are deleted. No counters with a state that does not
+        keep counts."""
+        keys = [] if session_id is None else [self._key(session_id)]
+        if not keeps_counts(self.state):
+            return keys, []
+        return keys, [server_counter(self.server)] * len(principals) + \
+            [principal_counter(self.server, principal) for principal in principals]
+
+    async def forget(self, keys: list[str], counters: list[str]) -> None:
+        """Remove shared-state entries of sessions and take one from each counter named (see
+        :meth:`forgetting`), in one round trip when the state keeps counts."""
         if not keeps_counts(self.state):
             for key in keys:
                 await self.state.delete(key)
-            return
-        counters = [server_counter(self.server)] * len(principals) + \
-            [principal_counter(self.server, principal) for principal in principals]
-        if keys or counters:
+        elif keys or counters:
             await self.state.delete_uncounting(keys, counters)
 
     async def count(self) -> int:
@@ -266,7 +280,7 @@ class SessionStore:
         candidates = await run_in_thread(self._idle_ids, self.server, self.idle_timeout)
         expired = [sid for sid in candidates if await self.state.get(self._key(sid)) is None]
         if expired:
-            await self._forget([], await run_in_thread(self._delete_rows, expired))
+            await self.forget(*self.forgetting(None, await run_in_thread(self._delete_rows, expired)))
         return expired
 
     @staticmethod

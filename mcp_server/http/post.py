@@ -283,7 +283,7 @@ async def _sse_response(consumer: StreamableHTTPConsumer, record: SessionRecord,
             return False
     if not sse.begun:
         await consumer.reply(202)
-    else:
+    elif not sse.closed:  # (the usual response was the last event: the stream has ended)
         await sse.finish()
     return outbound.request_handed_off or outbound.request_released
 

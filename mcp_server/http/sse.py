@@ -66,7 +66,8 @@ class SSEResponse:
         """Write an event with the next one, or within :data:`HOLD_SECONDS` if none comes."""
         self._held += sse.event(data, event_id=event_id)
         if self._flush is None:
-            self._flush = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._flush_held)
+            loop = asyncio.get_running_loop()
+            self._flush = loop.call_at(loop.time() + HOLD_SECONDS, self._flush_held)  # call_later's
 
     def take_back(self) -> bool:
         """Whether nothing of the response went out, nor is on its way; then nothing will (what

@@ -118,7 +118,8 @@ class PostOutbound:
         # event stored before the claim is replayed there, and one stored after is handed over
         # here (its holder is read after the event is stored); this connection, which the
         # client no longer reads, then ends.
-        if await self.transport.send_event_to(holder, self.record.id, self.stream, sequence, message):
+        if holder is not None and await self.transport.send_event_to(  # (usually nobody: no coroutine)
+                holder, self.record.id, self.stream, sequence, message):
             await self.sse.finish()
             return True
         if await self.sse.event(text, event_id(self.stream, sequence), last=last):

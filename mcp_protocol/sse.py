@@ -5,6 +5,11 @@ from __future__ import annotations
 
 def event(data: str, *, event_id: str | None = None, event_type: str | None = None,
           retry_ms: int | None = None) -> bytes:
+    if event_type is None and retry_ms is None and "\n" not in data:
+        # The usual event (one line of JSON, an id): framed in one step.
+        if event_id is None:
+            return f"data: {data}\n\n".encode()
+        return f"id: {event_id}\ndata: {data}\n\n".encode()
     lines = []
     if event_id is not None:
         lines.append(f"id: {event_id}")

@@ -126,11 +126,11 @@ def test_the_window_counts_what_waits_for_a_paused_connection(http_protocol):
     assert protocol._channel._requestProducer is window  # the connection pauses and resumes it
     window.pauseProducing()
     body(request, window, b"x" * 8)
-    assert not window._closed
+    assert not window.closed
     body(request, window, b"x" * 8)  # 16 bytes wait for the client: past the limit
-    assert window._closed
+    assert window.closed
     window.resumeProducing()  # the client read them
-    assert not window._closed
+    assert not window.closed
     body(request, window, b"", more=False)
     assert not window.attached and protocol._channel._requestProducer is None
     assert "_window" not in vars(request)

@@ -14,13 +14,22 @@ if TYPE_CHECKING:
     from .transport import StreamableHTTPTransport
 
 
-async def session_of(transport: StreamableHTTPTransport, request: Request) -> SessionRecord:
+def session_id_of(request: Request) -> str:
+    """The session a request names; 400 when it names none."""
     session_id = request.header("mcp-session-id")
     if not session_id:
         raise HTTPError(400, "Bad Request: Missing session ID (the Mcp-Session-Id header)")
-    record = await transport.sessions.load(session_id)
+    return session_id
+
+
+def session_not_found() -> HTTPError:
+    return HTTPError(404, "Session not found")
+
+
+async def session_of(transport: StreamableHTTPTransport, request: Request) -> SessionRecord:
+    record = await transport.sessions.load(session_id_of(request))
     if record is None:
-        raise HTTPError(404, "Session not found")
+        raise session_not_found()
     return record
 
 
@@ -28,6 +37,13 @@ async def authorize(transport: StreamableHTTPTransport, request: Request,
                     record: SessionRecord) -> None:
     """A session belongs to the principal who opened it (its user; without one, its token's client
     and subject), keeps its Origin, and passes the validator."""
+    check_owner(request, record)
+    if transport.options.session_request_validator is not None:
+        await check_validator(transport, request, record)
+
+
+def check_owner(request: Request, record: SessionRecord) -> None:
+    """:func:`authorize` but the validator: the session's principal and Origin."""
     if record.owner_id is not None and (request.user is None or request.user.pk != record.owner_id):
         raise HTTPError(403, "Forbidden: this session belongs to another user")
     if is_token_key(record.principal) and (
@@ -37,9 +53,12 @@ async def authorize(transport: StreamableHTTPTransport, request: Request,
     origin = request.header("origin")
     if record.origin and origin and origin != record.origin:
         raise HTTPError(403, "Forbidden: the Origin differs from the one that opened the session")
-    validator = transport.options.session_request_validator
-    if validator is not None:
-        # A plain function runs on a worker thread, so it may use the ORM; async def is awaited.
-        allowed = await call_user_code(validator, request, record.id)
-        if not allowed:
-            raise HTTPError(403, "Forbidden: the session request validator refused this request")
+
+
+async def check_validator(transport: StreamableHTTPTransport, request: Request,
+                          record: SessionRecord) -> None:
+    """The session request validator's word (configured: ``session_request_validator``)."""
+    # A plain function runs on a worker thread, so it may use the ORM; async def is awaited.
+    allowed = await call_user_code(transport.options.session_request_validator, request, record.id)
+    if not allowed:
+        raise HTTPError(403, "Forbidden: the session request validator refused this request")

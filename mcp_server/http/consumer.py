@@ -198,7 +198,11 @@ class StreamableHTTPConsumer(AsyncHttpConsumer):
         try:
             return await work
         finally:
-            await watch.stop()
+            if watch.task is None:  # the usual end: the work never waited, no task to stop
+                watch.start.cancel()
+                watch.start = None
+            else:
+                await watch.stop()
 
 
 class _DisconnectWatch:

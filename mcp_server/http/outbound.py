@@ -93,13 +93,16 @@ class PostOutbound:
     async def _write(self, message: dict, last: bool) -> bool:
         if self.sse.closed:
             return await self.transport.deliver(self.record.id, self.stream, message)
+        # Encoded once, here: the store takes the text it writes out (raises as encode() does).
+        text = jsonrpc.encode(message)
         try:
             if last and not self.request_handed_off and "id" in message and "method" not in message:
                 # The request's response: its id is let go of in the round trip that stores it.
                 sequence, holder, self.request_released = await self.transport.store_response(
-                    self.record.id, self.request_id, self.stream, message)
+                    self.record.id, self.request_id, self.stream, message, text=text)
             else:
-                sequence, holder = await self.transport.store_event(self.record.id, self.stream, message)
+                sequence, holder = await self.transport.store_event(self.record.id, self.stream, message,
+                                                                    text=text)
         except (RedisUnavailable, OperationalError, InterfaceError) as exc:
             if last or "id" in message or self.sse.closed:
                 raise
@@ -107,7 +110,7 @@ class PostOutbound:
             # log message) goes out unstored, not resumable, to the client that still listens,
             # rather than not at all. Responses have their own fallback (post.py).
             logger.info("a notification of request %r went out unstored: %s", self.request_id, exc)
-            return await self.sse.event(jsonrpc.encode(message))
+            return await self.sse.event(text)
         if sequence is None:
             return False  # the session was deleted meanwhile
         # The client may have resumed this stream elsewhere (GET with Last-Event-ID) before this
@@ -115,10 +118,11 @@ class PostOutbound:
         # event stored before the claim is replayed there, and one stored after is handed over
         # here (its holder is read after the event is stored); this connection, which the
         # client no longer reads, then ends.
-        if await self.transport.send_event_to(holder, self.record.id, self.stream, sequence, message):
+        if holder is not None and await self.transport.send_event_to(  # (usually nobody: no coroutine)
+                holder, self.record.id, self.stream, sequence, message):
             await self.sse.finish()
             return True
-        if await self.sse.event(jsonrpc.encode(message), event_id(self.stream, sequence), last=last):
+        if await self.sse.event(text, event_id(self.stream, sequence), last=last):
             self.last_sequence = max(self.last_sequence, sequence)
             return True
         await self.transport.hand_over(self.record.id, self.stream, sequence, message)

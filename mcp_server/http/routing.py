@@ -55,13 +55,14 @@ class Routing:
                                             runtime)
 
     async def store_event(self, session_id: str, stream: str, message: dict,
-                          level: str = "") -> tuple[int | None, str | None]:
+                          level: str = "", *, text: str | None = None) -> tuple[int | None, str | None]:
         """Store an event of a session's stream: its sequence (None: the session is gone) and
         who holds the stream once it is stored (None: nobody), read in the same round trip when
-        the event store shares the shared state's Redis (the built-in stores, as configured)."""
+        the event store shares the shared state's Redis (the built-in stores, as configured).
+        ``text``: the message's JSON text, when the caller has it already (that store takes it)."""
         key = self._stream_key(session_id, stream)
         if self._events_read_the_state:
-            return await self.events.append_watched(session_id, stream, message, key, level)
+            return await self.events.append_watched(session_id, stream, message, key, level, text=text)
         sequence = await self.events.append(session_id, stream, message, level)
         if sequence is None:
             return None, None

@@ -35,12 +35,13 @@ class SendWindow:
     One per open stream under daphne: slots, and a future only while a writer waits.
     """
 
-    __slots__ = ("_closed", "_cut", "_opened", "_paused", "_written_while_paused", "buffer_limit",
-                 "honoured", "stall_timeout")
+    __slots__ = ("_cut", "_opened", "_paused", "_written_while_paused", "buffer_limit",
+                 "closed", "honoured", "stall_timeout")
 
     def __init__(self, stall_timeout: float = STALL_SECONDS) -> None:
         self.stall_timeout = stall_timeout
-        self._closed = False
+        # Whether a writer must wait (wait()) before it writes on.
+        self.closed = False
         self._opened: asyncio.Future | None = None  # what a waiting writer waits on
         self._cut: Callable[[], None] | None = None
         # Whether the server took the window (daphne with cut_off_slow_daphne_readers); under any
@@ -64,10 +65,10 @@ class SendWindow:
         self.honoured = True
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
 
     def open(self) -> None:
-        self._closed = False
+        self.closed = False
         opened = self._opened
         if opened is not None and not opened.done():
             opened.set_result(True)
@@ -99,7 +100,7 @@ class SendWindow:
     async def wait(self) -> bool:
         """True when writing may go on; False when the client was cut off. One writer at a time
         (the response's lock)."""
-        if not self._closed:
+        if not self.closed:
             return True
         loop = asyncio.get_running_loop()
         opened = self._opened = loop.create_future()

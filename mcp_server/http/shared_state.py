@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from .redis_client import RedisClients, Script
@@ -215,11 +216,13 @@ class RedisState:
     async def set(self, key: str, value: str, ttl: float) -> None:
         await self.clients.get().execute("SET", self.prefix + key, value, "PX", _ms(ttl))
 
-    async def get(self, key: str) -> str | None:
-        return await self.clients.get().execute("GET", self.prefix + key)
+    # These two return the command's coroutine to await: one layer less (each session request
+    # touches its session, and reads run often).
+    def get(self, key: str) -> Awaitable[str | None]:
+        return self.clients.get().execute("GET", self.prefix + key)
 
-    async def touch(self, key: str, ttl: float) -> str | None:
-        return await self.clients.get().execute("GETEX", self.prefix + key, "PX", _ms(ttl))
+    def touch(self, key: str, ttl: float) -> Awaitable[str | None]:
+        return self.clients.get().execute("GETEX", self.prefix + key, "PX", _ms(ttl))
 
     async def delete(self, key: str, expected: str | None = None) -> None:
         connection = self.clients.get()

@@ -66,7 +66,8 @@ class SSEResponse:
         """Write an event with the next one, or within :data:`HOLD_SECONDS` if none comes."""
         self._held += sse.event(data, event_id=event_id)
         if self._flush is None:
-            self._flush = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._flush_held)
+            loop = asyncio.get_running_loop()
+            self._flush = loop.call_at(loop.time() + HOLD_SECONDS, self._flush_held)  # call_later's
 
     def take_back(self) -> bool:
         """Whether nothing of the response went out, nor is on its way; then nothing will (what
@@ -86,7 +87,11 @@ class SSEResponse:
             self._flushing = asyncio.ensure_future(self._write(b""))
 
     async def _write(self, chunk: bytes, more: bool = True) -> bool:
-        async with self._lock:
+        # The lock as ``async with`` takes it, without the two coroutines of its __aenter__ and
+        # __aexit__ (this runs for every event).
+        lock = self._lock
+        await lock.acquire()
+        try:
             if self.closed:
                 return False
             if self._held:
@@ -96,7 +101,9 @@ class SSEResponse:
                     self._flush = None
             elif not chunk and more:
                 return True  # nothing to write
-            if self._window is not None and not await self._window.wait():
+            window = self._window
+            # (Its wait() only when it is closed: a coroutine spared on every other write.)
+            if window is not None and window.closed and not await window.wait():
                 self.closed = True  # the client read nothing for too long: it was cut off
                 return False
             try:
@@ -120,16 +127,21 @@ class SSEResponse:
             if not more:
                 self.closed = True
             return True
+        finally:
+            lock.release()
 
-    async def event(self, data: str, event_id: str | None = None,
-                    retry_ms: int | None = None, *, last: bool = False) -> bool:
+    # event() and comment() return the write's coroutine to await (one layer less per event).
+    def event(self, data: str, event_id: str | None = None,
+              retry_ms: int | None = None, *, last: bool = False) -> Awaitable[bool]:
         """Write one event; ``last`` ends the response with it (one write less than finish())."""
-        return await self._write(sse.event(data, event_id=event_id, retry_ms=retry_ms), more=not last)
+        return self._write(sse.event(data, event_id=event_id, retry_ms=retry_ms), more=not last)
 
-    async def comment(self, text: str) -> bool:
-        return await self._write(sse.comment(text))
+    def comment(self, text: str) -> Awaitable[bool]:
+        return self._write(sse.comment(text))
 
     async def finish(self) -> None:
+        if self.closed:
+            return  # ended already (a last event), or the client is gone: nothing to write
         if self._held:
             await self._write(b"")  # what was held, then the end, each as before
         await self._write(b"", more=False)

@@ -142,6 +142,45 @@ async def test_a_count_of_claims_is_taken_once_and_a_release_after_it_leaves_it_
     assert await state.count("held:s") == 0 and await state.get("req:s:1") is None
 
 
+@pytest.mark.parametrize("kind", ["local", "redis"])
+async def test_a_session_is_read_and_its_request_claimed_in_one_step(kind, transactional_db,
+                                                                    short_lived_connections):
+    state, events = shared(kind)
+    here, other = (StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
+                   for _ in range(2))
+    for transport in (here, other):
+        await transport.ensure_runtime()
+    try:
+        record = SessionRecord.new(protocol_version="2025-11-25")
+        await here.sessions.create(record)
+        loaded, claimed = await here.load_claiming(record.id, 5)
+        assert loaded.id == record.id and claimed is True
+        assert await here.request_in_flight(record.id, 5)
+        assert await state.count(f"held:{record.id}") == 1
+        # In flight: not claimed again, by this process or another (claim_request then looks
+        # for a dead holder, as it always did).
+        assert (await other.load_claiming(record.id, 5))[1] is False
+        assert not await other.claim_request(record.id, 5)
+        await here.release_request(record.id, 5)
+        assert (await other.load_claiming(record.id, 5))[1] is True
+        await other.release_request(record.id, 5)
+        assert await state.count(f"held:{record.id}") == 0
+        # An unknown session claims nothing; another server's session is not ours to hold.
+        assert await here.load_claiming("unknown", 5) == (None, None)
+        assert not await here.request_in_flight("unknown", 5)
+        stranger = StreamableHTTPTransport(Server("another"), shared_state=state, event_store=events)
+        await stranger.ensure_runtime()
+        try:
+            assert await stranger.load_claiming(record.id, 6) == (None, None)
+            assert not await here.request_in_flight(record.id, 6)
+            assert await state.count(f"held:{record.id}") == 0
+        finally:
+            await stranger.close()
+    finally:
+        for transport in (here, other):
+            await transport.close()
+
+
 @pytest.mark.parametrize("kind", ["local", "redis", "redis-one-connection"])
 async def test_a_response_is_stored_and_its_id_let_go_of_in_one_step(kind, transactional_db,
                                                                      short_lived_connections):

@@ -275,6 +275,8 @@ def test_the_protocol_version_header(daphne):
                                  "requested": unsupported}
         assert "2025-11-25" in error["message"]
         assert client.get({"mcp-protocol-version": unsupported}).status_code == 400
+    # A request refused once its id was claimed lets go of it: the same id is served next.
+    assert client.post_json(body()).status_code == 200
 
 
 @pytest.mark.feature("HTTP-12")

@@ -107,6 +107,16 @@ class Claims:
                                  self.runtime.channel_key, self.request_claim_ttl,
                                  lambda: self._answer_stopped(session_id, request_id))
 
+    def load_claiming(self, session_id: str, request_id: Any) -> Awaitable[tuple[Any, bool | None]]:
+        """The session (``sessions.load``) and, in the same round trip where the shared state
+        allows, its request's id claimed for this process: whether the claim was made, or None
+        when it was not tried. A claim not made may be a dead process's: :meth:`claim_request`
+        looks (and claims), as it does when none was tried."""
+        ttl = self.request_claim_ttl
+        return self.sessions.load_adding(session_id, self._request_key(session_id, request_id),
+                                         self.runtime.channel_key, ttl, self._held_key(session_id),
+                                         max(ttl, HELD_TTL))
+
     async def reclaim(self, runtime: Runtime) -> None:
         """Claim again what ``runtime``'s process holds, where the claim is gone (Redis lost its
         data: a flush, a failover to an empty replica), so that deliveries, cancels and a DELETE

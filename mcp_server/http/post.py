@@ -172,14 +172,27 @@ async def _refuse_past_capacity(transport: Any, session_id: str, limit: int) -> 
 async def _in_session(consumer: StreamableHTTPConsumer, request: Request,
                       incoming: jsonrpc.Incoming) -> None:
     transport = consumer.transport
-    record = await transport.sessions.load(session_id_of(request))
+    if incoming.kind == "request":
+        # The request's id is claimed in the round trip that reads the session, where the shared
+        # state allows; let go of again below if the request is refused before it runs.
+        record, claimed = await transport.load_claiming(session_id_of(request), incoming.id)
+    else:
+        record, claimed = await transport.sessions.load(session_id_of(request)), None
     if record is None:
         raise session_not_found()
-    # authorize(), its coroutine spared when no validator is configured (the usual case).
-    check_owner(request, record)
-    if transport.options.session_request_validator is not None:
-        await check_validator(transport, request, record)
-    check_protocol_version(request)
+    try:
+        # authorize(), its coroutine spared when no validator is configured (the usual case).
+        check_owner(request, record)
+        if transport.options.session_request_validator is not None:
+            await check_validator(transport, request, record)
+        check_protocol_version(request)
+        if incoming.kind == "request":
+            check_progress_token(incoming.params, incoming.id, transport.options.max_progress_token_length)
+            await check_background_share(transport, request, incoming, record.principal)
+    except BaseException:
+        if claimed:
+            await transport.release_request(record.id, incoming.id)
+        raise
     if incoming.kind == "response":
         await transport.route_response(record.id, incoming.message)
         await consumer.reply(202)
@@ -188,9 +201,7 @@ async def _in_session(consumer: StreamableHTTPConsumer, request: Request,
         await consumer.reply(202)
     else:
         # The request (inline: its awaits resume one coroutine less).
-        check_progress_token(incoming.params, incoming.id, transport.options.max_progress_token_length)
-        await check_background_share(transport, request, incoming, record.principal)
-        if not await transport.claim_request(record.id, incoming.id):
+        if not claimed and not await transport.claim_request(record.id, incoming.id):
             raise HTTPError(409, f"Conflict: request id {incoming.id!r} is already in flight in this "
                             "session", request_id=incoming.id)
         handed_off = False

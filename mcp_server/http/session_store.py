@@ -146,17 +146,37 @@ class SessionStore:
             return None
         cached = await self.state.touch(self._key(session_id), self._ttl)
         if cached is not None:
-            record = SessionRecord.loads(cached)
-            if record.server != self.server:
-                return None
-            self._touched.add(session_id)
-            return record
+            return self._cached(session_id, cached)
         record, expired = await run_in_thread(self._select, session_id, self.server, self.idle_timeout)
         if expired:
             await self.forget(*self.forgetting(None, expired))
         if record is not None:
             self._touched.add(session_id)
             await self.state.set(self._key(session_id), record.dumps(), self._ttl)
+        return record
+
+    async def load_adding(self, session_id: str, key: str, value: str, ttl: float, counter: str,
+                          counter_ttl: float) -> tuple[SessionRecord | None, bool | None]:
+        """:meth:`load`, and where the session is in the shared state and the state can, ``key``
+        added there as ``add_counted`` adds it, in the same round trip (a request's id claimed):
+        whether it was added, or None when that was not tried (the caller adds it then)."""
+        touch_adding = getattr(self.state, "touch_adding_counted", None)
+        if touch_adding is None or not session_id or len(session_id) > 64:
+            return await self.load(session_id), None
+        cached, added = await touch_adding(self._key(session_id), self._ttl, key, value, ttl,
+                                           counter, counter_ttl)
+        if cached is None:  # not in the shared state (it lost its data): from the database
+            return await self.load(session_id), None
+        record = self._cached(session_id, cached)
+        if record is None and added:  # another server's session: nothing of it is ours to hold
+            await self.state.delete_counted(key, counter, expected=value)
+        return record, None if record is None else added
+
+    def _cached(self, session_id: str, cached: str) -> SessionRecord | None:
+        record = SessionRecord.loads(cached)
+        if record.server != self.server:
+            return None
+        self._touched.add(session_id)
         return record
 
     @staticmethod

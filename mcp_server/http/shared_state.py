@@ -48,6 +48,10 @@ class SharedState(Protocol):
     # - ``async def delete_uncounting(self, keys: list[str], counters: list[str]) -> None``: the
     #   keys removed, and one taken from each counter that exists, once for each time it is named.
     # (The counts of sessions, session_counts.py: a state without them counts in the database.)
+    # - ``async def touch_adding_counted(self, touched, touched_ttl, key, value, ttl, counter,
+    #   counter_ttl) -> tuple[str | None, bool]``: :meth:`touch` of ``touched`` and, when it is
+    #   there, :meth:`add_counted` of ``key`` in the same step: its value (None: absent, nothing
+    #   added), and whether ``key`` was added (a session read and its request's id claimed).
 
 
 class LocalState:
@@ -103,6 +107,13 @@ class LocalState:
             counted = self._live(counter)
             self._values[counter] = (str(int(counted or 0) + 1), now + counter_ttl)
             return True
+
+    async def touch_adding_counted(self, touched: str, touched_ttl: float, key: str, value: str,
+                                   ttl: float, counter: str, counter_ttl: float) -> tuple[str | None, bool]:
+        found = await self.touch(touched, touched_ttl)
+        if found is None:
+            return None, False
+        return found, await self.add_counted(key, value, ttl, counter, counter_ttl)
 
     async def delete_counted(self, key: str, counter: str, expected: str | None = None) -> None:
         with self._lock:
@@ -161,6 +172,18 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return 0 en
 redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
+""")
+
+# KEYS: the key touched, the key added, its counter. ARGV: the touched key's time to live (ms),
+# the value added, its time to live (ms), the counter's (ms). 0 when the touched key is absent.
+_TOUCH_ADDING_COUNTED = Script("""
+local found = redis.call('GET', KEYS[1])
+if not found then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+if not redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3], 'NX') then return {found, 0} end
+redis.call('INCR', KEYS[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+return {found, 1}
 """)
 
 # KEYS: the key, the counter. ARGV: the expected value ("" for any).
@@ -237,6 +260,13 @@ class RedisState:
         added = await self.clients.get().run_script(
             _ADD_COUNTED, [self.prefix + key, self.prefix + counter], [value, _ms(ttl), _ms(counter_ttl)])
         return bool(added)
+
+    async def touch_adding_counted(self, touched: str, touched_ttl: float, key: str, value: str,
+                                   ttl: float, counter: str, counter_ttl: float) -> tuple[str | None, bool]:
+        reply = await self.clients.get().run_script(
+            _TOUCH_ADDING_COUNTED, [self.prefix + touched, self.prefix + key, self.prefix + counter],
+            [_ms(touched_ttl), value, _ms(ttl), _ms(counter_ttl)])
+        return (None, False) if reply == 0 else (reply[0], bool(reply[1]))
 
     async def delete_counted(self, key: str, counter: str, expected: str | None = None) -> None:
         await self.clients.get().run_script(

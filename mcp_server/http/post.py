@@ -155,7 +155,8 @@ async def _initialize(consumer: StreamableHTTPConsumer, request: Request,
         count_sessions=limit is not None)
     if total is not None and total > limit:
         await _refuse_past_capacity(transport, record.id, limit)
-    await admit_principal(transport, principal, record.id, count, incoming.id)
+    if count is not None:  # (counted only with a limit per principal)
+        await admit_principal(transport, principal, record.id, count, incoming.id)
     await consumer.reply_json(200, answer, [(SESSION_HEADER, record.id.encode())])
 
 

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import router
 from django.utils import timezone
 
 from ..invoke import run_in_thread
@@ -102,11 +103,7 @@ class SessionStore:
         return (counted[0] if count_principal else None), total
 
     async def _insert_row(self, record: SessionRecord) -> None:
-        from django.db import router
-
-        from ..models import Session
-
-        using = router.db_for_write(Session)
+        using = router.db_for_write(_session_model())
         if session_rows.available(using):
             await session_rows.run(using, _insert_statement, record, timezone.now())
         else:
@@ -227,11 +224,7 @@ class SessionStore:
         counts stay until :meth:`forget` (or a caller that drops them in a round trip of its own,
         with what :meth:`forgetting` names)."""
         self._touched.discard(session_id)
-        from django.db import router
-
-        from ..models import Session
-
-        using = router.db_for_write(Session)
+        using = router.db_for_write(_session_model())
         if session_rows.available(using):
             gone = await session_rows.run(using, _delete_statement, session_id)
             if ended and gone and metrics.enabled():
@@ -395,6 +388,15 @@ class SessionStore:
         if lived and principals:
             metrics.sessions_ended([row[1:] for row in lived])
         return principals
+
+
+@functools.cache
+def _session_model() -> Any:
+    """The Session model, imported once (an import in a function runs at every call, through
+    importlib's Python code for a package)."""
+    from ..models import Session
+
+    return Session
 
 
 # The statements of session_rows' thread, on its psycopg connection (table and column names of the

@@ -183,6 +183,9 @@ def _error_type(ctx: ServerContext, response: dict | None, error: BaseException 
 def sessions_ended(rows: Iterable[tuple[datetime.datetime, str]]) -> None:
     """Record ``mcp.server.session.duration`` for sessions that ended (a DELETE, an expiry, the
     reaper, an operator): each row is its creation time and protocol revision."""
+    # With no SDK configured the measurement would go nowhere: its attributes are not made.
+    if not _metrics_recorded():
+        return
     instruments = _on()
     if instruments is None:
         return

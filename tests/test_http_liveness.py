@@ -8,6 +8,7 @@ kill -9 a daphne process of two on PostgreSQL and Redis mid-call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import uuid
@@ -142,15 +143,32 @@ async def test_a_count_of_claims_is_taken_once_and_a_release_after_it_leaves_it_
     assert await state.count("held:s") == 0 and await state.get("req:s:1") is None
 
 
+@contextlib.asynccontextmanager
+async def two_processes(kind: str):
+    """Two transports, as two processes, on one shared state and event store of ``kind``
+    ("redis-one-connection": the Redis stores on one connection, as site.build_stores makes them,
+    which lets them do in one round trip what the others do in two)."""
+    if kind == "redis-one-connection":
+        state, _ = shared("redis")
+        events = RedisEventStore(state.url, 600, prefix=state.prefix, clients=state.clients)
+    else:
+        state, events = shared(kind)
+    transports = [StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
+                  for _ in range(2)]
+    try:
+        for transport in transports:
+            await transport.ensure_runtime()
+        yield transports
+    finally:
+        for transport in transports:
+            await transport.close()
+
+
 @pytest.mark.parametrize("kind", ["local", "redis"])
 async def test_a_session_is_read_and_its_request_claimed_in_one_step(kind, transactional_db,
                                                                     short_lived_connections):
-    state, events = shared(kind)
-    here, other = (StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
-                   for _ in range(2))
-    for transport in (here, other):
-        await transport.ensure_runtime()
-    try:
+    async with two_processes(kind) as (here, other):
+        state, events = here.state, here.events
         record = SessionRecord.new(protocol_version="2025-11-25")
         await here.sessions.create(record)
         loaded, claimed = await here.load_claiming(record.id, 5)
@@ -176,30 +194,15 @@ async def test_a_session_is_read_and_its_request_claimed_in_one_step(kind, trans
             assert await state.count(f"held:{record.id}") == 0
         finally:
             await stranger.close()
-    finally:
-        for transport in (here, other):
-            await transport.close()
 
 
 @pytest.mark.parametrize("kind", ["local", "redis", "redis-one-connection"])
 async def test_a_response_is_stored_and_its_id_let_go_of_in_one_step(kind, transactional_db,
                                                                      short_lived_connections):
-    if kind == "redis-one-connection":  # as site.build_stores makes them: one round trip
-        state, _ = shared("redis")
-        events = RedisEventStore(state.url, 600, prefix=state.prefix, clients=state.clients)
-    else:
-        state, events = shared(kind)
-    here, other = (StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
-                   for _ in range(2))
-    for transport in (here, other):
-        await transport.ensure_runtime()
-    record = SessionRecord.new(protocol_version="2025-11-25")
-    await here.sessions.create(record)
-    try:
+    async with two_processes(kind) as (here, other):
+        record = SessionRecord.new(protocol_version="2025-11-25")
+        await here.sessions.create(record)
         await _respond_and_let_go(here, other, record.id, one_step=kind == "redis-one-connection")
-    finally:
-        for transport in (here, other):
-            await transport.close()
 
 
 async def _respond_and_let_go(here: StreamableHTTPTransport, other: StreamableHTTPTransport,
@@ -236,16 +239,8 @@ async def test_ending_a_session_drops_its_entry_counts_and_events_and_tells_the_
     """``end_session`` (a DELETE, the admin's, the API's): with the Redis stores on one connection
     the session's entry and counts go in the round trip that drops its events; the result is the
     same with every store."""
-    if kind == "redis-one-connection":
-        state, _ = shared("redis")
-        events = RedisEventStore(state.url, 600, prefix=state.prefix, clients=state.clients)
-    else:
-        state, events = shared(kind)
-    here, other = (StreamableHTTPTransport(Server("liveness"), shared_state=state, event_store=events)
-                   for _ in range(2))
-    for transport in (here, other):
-        await transport.ensure_runtime()
-    try:
+    async with two_processes(kind) as (here, other):
+        state = here.state
         kept, ended = (SessionRecord.new(protocol_version="2025-11-25", principal="address:a")
                        for _ in range(2))
         for record in (kept, ended):
@@ -271,9 +266,6 @@ async def test_ending_a_session_drops_its_entry_counts_and_events_and_tells_the_
         assert not await here.end_session(ended.id)  # already gone: nothing taken twice
         assert [await state.get(key) for key in counters] == ["1", "1"]
         assert len(told) == 1  # and no claim left: no process is told
-    finally:
-        for transport in (here, other):
-            await transport.close()
 
 
 async def stored(transport: StreamableHTTPTransport, session_id: str, stream: str) -> list[dict]:

@@ -390,6 +390,37 @@ def test_rows_the_database_refuses_are_kept_for_the_next_flush(short_lived_conne
     assert writer.stop() == 1 and AuditRecord.objects.count() == 1
 
 
+def test_a_backlog_is_made_and_written_a_batch_at_a_time(short_lived_connections, monkeypatch):
+    """A backlog (a burst's rows) is made into rows a batch at a time, each written before the
+    next is made: made in one go, it held the interpreter and then freed it all at once. A batch
+    the database refuses stays queued with everything after it, and the batches before it count."""
+    import mcp_server.audit.writer as writer_module
+
+    writer = AuditWriter(batch_size=10, interval=3600)
+    monkeypatch.setattr(writer, "_ring", lambda: None)  # the thread sleeps: this test flushes
+    for number in range(25):
+        writer.add_request(entry(number))
+    real = writer_module.insert
+    written: list[int] = []
+
+    def once_then_refuse(rows: list) -> None:
+        if written:
+            raise RuntimeError("database away")
+        written.append(len(rows))
+        real(rows)
+
+    monkeypatch.setattr(writer_module, "insert", once_then_refuse)
+    assert writer.flush() == 10 and written == [10] and writer.pending == 15
+
+    def counting(rows: list) -> None:
+        written.append(len(rows))
+        real(rows)
+
+    monkeypatch.setattr(writer_module, "insert", counting)
+    assert writer.stop() == 15 and written == [10, 10, 5]
+    assert sorted(AuditRecord.objects.values_list("request_id", flat=True)) == list(range(25))
+
+
 def test_a_copy_the_database_refuses_raises_and_leaves_the_connection_usable(short_lived_connections):
     """The COPY runs on libpq's own calls: a refusal (here a row the table cannot take) is an
     error the writer keeps its rows for, and the connection serves the next batch."""

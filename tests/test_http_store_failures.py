@@ -101,7 +101,8 @@ def test_a_request_that_ends_while_redis_does_not_answer_frees_its_id_once_redis
         django_db_setup, transactional_db, tmp_path):
     require_services()
     with redis_server(tmp_path) as redis, pausable_proxy(redis.port) as proxy, redis.client() as direct:
-        # JSON responses: the call's answer needs no Redis, only the release of its id does.
+        # JSON responses: once its tool runs, the call's answer needs no Redis, only the release
+        # of its id does.
         server = DaphneServer(mcp_settings={"REDIS_COMMAND_TIMEOUT": 1, "ENABLE_JSON_RESPONSE": True},
                               env={"REDIS_URL": proxy.url})
         try:
@@ -110,7 +111,10 @@ def test_a_request_that_ends_while_redis_does_not_answer_frees_its_id_once_redis
             with ThreadPoolExecutor(1) as pool:
                 call = pool.submit(twin(client, server.url).request, "tools/call", {
                     "name": "wait_for_cancel", "arguments": {"limit": 5}}, request_id="slow", url=server.url)
-                wait_until(lambda: direct.exists(claim), SLACK, "the call to be in flight")
+                # The tool runs: the request needs no Redis again before its answer.
+                wait_until(lambda: "wait_for_cancel of request 'slow' is waiting" in server.log, SLACK,
+                           "the call to reach its tool")
+                assert direct.exists(claim)
                 proxy.pause()
                 answer = call.result(timeout=SLACK)
             assert answer.status == 200

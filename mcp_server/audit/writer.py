@@ -118,24 +118,33 @@ class AuditWriter:
 
     def flush(self) -> int:
         """Write every row queued so far: how many were written. Never raises: rows the
-        database refused stay queued for the next flush."""
+        database refused stay queued for the next flush.
+
+        A batch at a time, each made just before it is written: a backlog made in one go
+        (thousands of rows after a burst) would hold the interpreter for tens of milliseconds,
+        and free them all at once afterwards, while requests wait."""
+        written = 0
         with self._flush_lock:
             # Only this lock's holder takes from the left; a row queued meanwhile is taken next time.
             pending = self._pending
-            items = [pending.popleft() for _ in range(len(pending))]
-            if not items:
-                return 0
-            try:
-                rows = self._rows(items)
-                for start in range(0, len(rows), self.batch_size):
-                    insert(rows[start:start + self.batch_size])
-                return len(rows)
-            except Exception:
-                logger.exception("writing %d audit rows failed; they are kept for the next attempt",
-                                 len(items))
-                self._requeue(items)
-                connections[router.db_for_write(AuditRecord)].close()  # a new one next time
-                return 0
+            left = len(pending)
+            while left:
+                items = [pending.popleft() for _ in range(min(left, self.batch_size))]
+                left -= len(items)
+                try:
+                    rows = self._rows(items)
+                    if rows:
+                        insert(rows)
+                except Exception:
+                    logger.exception("writing %d audit rows failed; they are kept for the next attempt",
+                                     len(items))
+                    self._requeue(items)
+                    connections[router.db_for_write(AuditRecord)].close()  # a new one next time
+                    return written
+                written += len(rows)
+                if left:
+                    let_requests_run()
+        return written
 
     def _rows(self, items: list[tuple[str, Any]]) -> list[tuple]:
         rows = []

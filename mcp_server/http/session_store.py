@@ -11,6 +11,7 @@ import datetime
 import functools
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,35 +319,20 @@ class SessionStore:
         """
         from django.db import connections, router, transaction
 
-        from ..models import ResourceSubscription, Session, StreamEvent
+        from ..models import Session
 
         using = router.db_for_write(Session)
         connection = connections[using]
         quote = connection.ops.quote_name
         timed = ended and metrics.enabled()
-        table, events, subscriptions = (model._meta.db_table for model in
-                                        (Session, StreamEvent, ResourceSubscription))
         ids = list(session_ids)
         if not ids:
             return []
-        marks = ", ".join(["%s"] * len(ids))
-        # Plain SQL: the ORM's query building costs several times the queries themselves here, and
-        # Django's cascade would first load every session row and ask each related table.
-        # What the cascade deletes: nothing else points at a session, and no signal listens to
-        # these models.
-        def statements(marks: str) -> list[str]:
-            return [f"DELETE FROM {quote(events)} WHERE {quote('session_id')} IN ({marks})",
-                    f"DELETE FROM {quote(subscriptions)} WHERE {quote('session_id')} IN ({marks})",
-                    f"DELETE FROM {quote(table)} WHERE {quote('id')} IN ({marks})"]
-        deletes = statements(marks)
-        returning = f" RETURNING {quote('principal')}, {quote('created_at')}, {quote('protocol_version')}"
+        deletes, lock, delete = _delete_sql(quote, ", ".join(["%s"] * len(ids)))
         if connection.vendor == "postgresql":
-            lock = (f"SELECT 1 FROM {quote(table)} WHERE {quote('id')} IN ({marks}) "
-                    f"ORDER BY {quote('id')} FOR UPDATE")
-            # The deletes in one statement: the rows are locked, so every event stored before the
+            # The deletes in one statement after the rows' lock: every event stored before the
             # lock is seen by it, and none is stored after it. (Its driver gives aware date-times
             # for the metrics, as the ORM would.)
-            delete = f"WITH e AS ({deletes[0]}), s AS ({deletes[1]}) {deletes[2]}{returning}"
             with connection.cursor() as cursor:
                 if _binds_on_client(cursor):
                     # Both statements in one round trip: the simple query protocol runs them in
@@ -364,12 +350,11 @@ class SessionStore:
             return [row[0] for row in gone]
         with transaction.atomic(using=using), connection.cursor() as cursor:
             if connection.features.has_select_for_update:
-                cursor.execute(f"SELECT {quote('id')} FROM {quote(table)} WHERE {quote('id')} "
-                               f"IN ({marks}) ORDER BY {quote('id')} FOR UPDATE", ids)
+                cursor.execute(lock, ids)
                 ids = [row[0] for row in cursor.fetchall()]
                 if not ids:
                     return []
-                deletes = statements(", ".join(["%s"] * len(ids)))
+                deletes = _delete_sql(quote, ", ".join(["%s"] * len(ids)))[0]
             # (SQLite has no row locks: its first write takes the database's write lock, waiting
             # for it, where a read first would fail to upgrade under a concurrent writer.)
             lived = list(Session.objects.using(using).filter(pk__in=ids).values_list(
@@ -406,20 +391,41 @@ _INSERT_COLUMNS = ("id", "protocol_version", "client_info", "client_capabilities
                    "stored_events", "stored_bytes")
 
 
+def _delete_sql(quote: Callable[[str], str], marks: str) -> tuple[list[str], str, str]:
+    """What deletes the sessions whose ids ``marks`` stands for, with their stored events and
+    subscriptions: the three DELETEs; the rows' lock, which selects the ids of those still there;
+    and, for PostgreSQL, the three in one statement returning each session's principal, creation
+    time and revision.
+
+    Plain SQL: the ORM's query building costs several times the queries themselves here, and
+    Django's cascade would first load every session row and ask each related table. Nothing else
+    points at a session, and no signal listens to these models."""
+    from ..models import ResourceSubscription, Session, StreamEvent
+
+    table, events, subscriptions = (quote(model._meta.db_table) for model in
+                                    (Session, StreamEvent, ResourceSubscription))
+    session_id, id_ = quote("session_id"), quote("id")
+    deletes = [f"DELETE FROM {events} WHERE {session_id} IN ({marks})",
+               f"DELETE FROM {subscriptions} WHERE {session_id} IN ({marks})",
+               f"DELETE FROM {table} WHERE {id_} IN ({marks})"]
+    lock = f"SELECT {id_} FROM {table} WHERE {id_} IN ({marks}) ORDER BY {id_} FOR UPDATE"
+    returning = ", ".join(quote(column) for column in ("principal", "created_at", "protocol_version"))
+    return deletes, lock, f"WITH e AS ({deletes[0]}), s AS ({deletes[1]}) {deletes[2]} RETURNING {returning}"
+
+
+def _quote(name: str) -> str:
+    """A name quoted as Django quotes it on PostgreSQL."""
+    return f'"{name}"'
+
+
 @functools.cache
 def _session_sql() -> tuple[str, str, str]:
     """The INSERT, the DELETE in one statement, and the row's lock that the DELETE follows when
     it has to (``_delete_statement``)."""
-    from ..models import ResourceSubscription, Session, StreamEvent
-
-    table, events, subscriptions = (f'"{model._meta.db_table}"' for model in
-                                    (Session, StreamEvent, ResourceSubscription))
-    columns = ", ".join(f'"{column}"' for column in _INSERT_COLUMNS)
+    table = _quote(_session_model()._meta.db_table)
+    columns = ", ".join(_quote(column) for column in _INSERT_COLUMNS)
     marks = ", ".join("%s::jsonb" if column.startswith("client_") else "%s" for column in _INSERT_COLUMNS)
-    delete = (f'WITH e AS (DELETE FROM {events} WHERE "session_id" = %s), '
-              f's AS (DELETE FROM {subscriptions} WHERE "session_id" = %s) '
-              f'DELETE FROM {table} WHERE "id" = %s RETURNING "principal", "created_at", "protocol_version"')
-    lock = f'SELECT 1 FROM {table} WHERE "id" = %s FOR UPDATE'
+    _deletes, lock, delete = _delete_sql(_quote, "%s")
     return f"INSERT INTO {table} ({columns}) VALUES ({marks})", delete, lock
 
 

@@ -111,7 +111,11 @@ async def log_every_level(server_context: ServerContext) -> str:
 
 @mcp_server.tool
 async def wait_for_cancel(server_context: ServerContext, limit: float = 60.0) -> str:
-    """Poll ``cancelled()`` until the request is cancelled (at most ``limit`` s), then return normally."""
+    """Poll ``cancelled()`` until the request is cancelled (at most ``limit`` s), then return normally.
+
+    Says on stderr when it starts, so a test knows the call has reached its tool.
+    """
+    _record(f"wait_for_cancel of request {server_context.request_id!r} is waiting")
     deadline = time.monotonic() + limit
     while not server_context.cancelled() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)

@@ -7,10 +7,12 @@ it and answers JSON as a JSON-RPC server would, and takes part in the four reque
 (a session id header on every answer, 202 for a notification, 200 for DELETE), so the same
 drivers run against it unchanged. It checks nothing and keeps nothing.
 
-Under daphne it switches off Twisted's form parsing of POST bodies as our application does
-(``skip_daphne_form_parsing``): the floor is the ASGI server as we run it, so that what is left
-above it is the application's. (Without the switch the floor under daphne is about 0.4 M
-instructions higher per request.)
+Under daphne it spares what our application's hooks spare Twisted: the form parsing of POST bodies
+(``skip_daphne_form_parsing``), the reads of ``twisted.web.http`` through its deprecation proxy
+(``read_twisted_web_directly``) and the access-log line of a log daphne discards
+(``skip_discarded_twisted_access_lines``). The floor is the ASGI server as we run it, so that what
+is left above it is the application's. (Without the form switch the floor under daphne is about
+0.4 M instructions higher per request.)
 
     daphne -b 127.0.0.1 -p 8000 floor_app:application     # from bench/
 """
@@ -20,10 +22,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_server.http.daphne import skip_daphne_form_parsing
+from mcp_server.http.daphne import (
+    read_twisted_web_directly,
+    skip_daphne_form_parsing,
+    skip_discarded_twisted_access_lines,
+)
 
 SESSION = b"floor-session"
-skip_daphne_form_parsing()  # daphne has imported its protocol module before it loads this one
+# daphne has imported its protocol module before it loads this one.
+skip_daphne_form_parsing()
+read_twisted_web_directly()
+skip_discarded_twisted_access_lines()
 
 
 async def application(scope: dict, receive: Any, send: Any) -> None:

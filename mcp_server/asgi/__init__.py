@@ -21,9 +21,11 @@ from django.core.exceptions import ImproperlyConfigured
 from ..http.daphne import (
     cut_off_slow_daphne_readers,
     drain_daphne_on_shutdown,
+    read_twisted_web_directly,
     refuse_oversized_daphne_bodies,
     send_daphne_writes_at_once,
     skip_daphne_form_parsing,
+    skip_discarded_twisted_access_lines,
 )
 from ..http.daphne_memory import lean_daphne_request_queues, slim_daphne_requests
 from ..http.daphne_reaping import reap_finished_daphne_requests
@@ -66,8 +68,10 @@ def install_daphne_hooks(path: str) -> None:
     """Under daphne: no form parsing of POST bodies, no Nagle delay, an oversized body to ``path``
     refused while it arrives, slow readers cut off, a drain on SIGTERM (see
     ``mcp_server.http.daphne``), smaller requests and a lean queue of each request's messages
-    (``mcp_server.http.daphne_memory``), and finished requests forgotten at once
-    (``mcp_server.http.daphne_reaping``). Nothing under any other server; once per process."""
+    (``mcp_server.http.daphne_memory``), finished requests forgotten at once
+    (``mcp_server.http.daphne_reaping``), ``twisted.web.http`` read without its deprecation
+    proxy, and no access line made for Twisted's log when daphne discards it. Nothing under any
+    other server; once per process."""
     skip_daphne_form_parsing()
     send_daphne_writes_at_once()
     refuse_oversized_daphne_bodies(path)
@@ -76,6 +80,8 @@ def install_daphne_hooks(path: str) -> None:
     slim_daphne_requests()
     lean_daphne_request_queues()
     reap_finished_daphne_requests()
+    read_twisted_web_directly()
+    skip_discarded_twisted_access_lines()
 
 
 def mcp_urlpatterns(path: str | None = None) -> list[Any]:

@@ -1,0 +1,75 @@
+"""Under daphne, what each request costs Twisted for nothing is spared: ``twisted.web.http`` is
+read without its deprecation proxy, and no access-log line is made for a Twisted log that daphne
+sends nowhere (below verbosity 2); from verbosity 2 the line is written as before."""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
+from twisted.web import http as proxied
+
+from mcp_server.http.daphne import read_twisted_web_directly, skip_discarded_twisted_access_lines
+from mcp_server.http.mailbox import Mailbox
+
+
+def test_daphne_reads_twisted_web_itself_not_through_its_deprecation_proxy():
+    """Each read through Twisted's module proxy runs Python code; daphne makes three a request."""
+    modules = [importlib.import_module(name) for name in ("daphne.http_protocol", "daphne.server")]
+    assert type(proxied) is not types.ModuleType  # Twisted still wraps it: the hook has work to do
+    for _ in range(2):  # twice: the second finds nothing left to do
+        read_twisted_web_directly()
+        for module in modules:
+            assert type(module.http) is types.ModuleType
+            assert module.http.Request is proxied.Request and module.http.HTTPFactory is proxied.HTTPFactory
+
+
+class Server:
+    """What daphne's request and factory ask of its server."""
+
+    proxy_forwarded_address_header = None
+    root_path = ""
+    server_name = "daphne"
+    request_buffer_size = 8192
+
+    def __init__(self, verbosity: int) -> None:
+        self.verbosity = verbosity
+        self.requests: list = []
+
+    def protocol_connected(self, protocol) -> None:
+        pass
+
+    def protocol_disconnected(self, protocol) -> None:
+        pass
+
+    def create_application(self, protocol, scope):
+        self.requests.append(protocol)
+        return Mailbox()
+
+
+@pytest.mark.parametrize(("verbosity", "lines"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_twisteds_access_line_is_made_only_when_daphne_keeps_twisteds_log(tmp_path, verbosity, lines):
+    http_protocol = importlib.import_module("daphne.http_protocol")
+    skip_discarded_twisted_access_lines()
+    skip_discarded_twisted_access_lines()  # once per process: a second call changes nothing
+    server = Server(verbosity)
+    factory = http_protocol.HTTPFactory(server)
+    factory.logPath = str(tmp_path / "access.log")
+    factory.startFactory()
+    try:
+        protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
+        protocol.makeConnection(StringTransport())
+        protocol.dataReceived(b"POST /mcp HTTP/1.1\r\nHost: testserver\r\nContent-Length: 0\r\n"
+                              b"User-Agent: tests\r\n\r\n")
+        (request,) = server.requests
+        request.handle_reply({"type": "http.response.start", "status": 200, "headers": []})
+        request.handle_reply({"type": "http.response.body", "body": b"{}", "more_body": False})
+        assert request.finished
+    finally:
+        factory.stopFactory()
+    written = (tmp_path / "access.log").read_text().splitlines()
+    assert len(written) == lines
+    assert all('"POST /mcp HTTP/1.1" 200 2 "-" "tests"' in line for line in written)

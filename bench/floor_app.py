@@ -8,11 +8,10 @@ it and answers JSON as a JSON-RPC server would, and takes part in the four reque
 drivers run against it unchanged. It checks nothing and keeps nothing.
 
 Under daphne it spares what our application's hooks spare Twisted: the form parsing of POST bodies
-(``skip_daphne_form_parsing``), the reads of ``twisted.web.http`` through its deprecation proxy
-(``read_twisted_web_directly``) and the access-log line of a log daphne discards
-(``skip_discarded_twisted_access_lines``). The floor is the ASGI server as we run it, so that what
-is left above it is the application's. (Without the form switch the floor under daphne is about
-0.4 M instructions higher per request.)
+(``skip_daphne_form_parsing``), and what ``mcp_server.http.daphne_costs`` spares (reads through a
+deprecation proxy, access-log lines for a discarded log). The floor is the ASGI server as we run
+it, so that what is left above it is the application's. (Without the form switch the floor under
+daphne is about 0.4 M instructions higher per request.)
 
     daphne -b 127.0.0.1 -p 8000 floor_app:application     # from bench/
 """
@@ -22,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_server.http.daphne import (
+from mcp_server.http.daphne import skip_daphne_form_parsing
+from mcp_server.http.daphne_costs import (
     read_twisted_web_directly,
-    skip_daphne_form_parsing,
     skip_discarded_twisted_access_lines,
 )
 

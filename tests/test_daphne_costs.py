@@ -1,6 +1,6 @@
 """Under daphne, what each request costs Twisted for nothing is spared: ``twisted.web.http`` is
-read without its deprecation proxy, and no access-log line is made for a Twisted log that daphne
-sends nowhere (below verbosity 2); from verbosity 2 the line is written as before."""
+read without its deprecation proxy; no access-log line is made for a Twisted log that daphne
+sends nowhere (below verbosity 2), and from verbosity 2 the line is written as before."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 from twisted.web import http as proxied
 
-from mcp_server.http.daphne import read_twisted_web_directly, skip_discarded_twisted_access_lines
+from mcp_server.http.daphne_costs import read_twisted_web_directly, skip_discarded_twisted_access_lines
 from mcp_server.http.mailbox import Mailbox
 
 
@@ -73,3 +73,4 @@ def test_twisteds_access_line_is_made_only_when_daphne_keeps_twisteds_log(tmp_pa
     written = (tmp_path / "access.log").read_text().splitlines()
     assert len(written) == lines
     assert all('"POST /mcp HTTP/1.1" 200 2 "-" "tests"' in line for line in written)
+

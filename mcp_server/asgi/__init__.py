@@ -21,10 +21,12 @@ from django.core.exceptions import ImproperlyConfigured
 from ..http.daphne import (
     cut_off_slow_daphne_readers,
     drain_daphne_on_shutdown,
-    read_twisted_web_directly,
     refuse_oversized_daphne_bodies,
     send_daphne_writes_at_once,
     skip_daphne_form_parsing,
+)
+from ..http.daphne_costs import (
+    read_twisted_web_directly,
     skip_discarded_twisted_access_lines,
 )
 from ..http.daphne_memory import lean_daphne_request_queues, slim_daphne_requests
@@ -69,9 +71,9 @@ def install_daphne_hooks(path: str) -> None:
     refused while it arrives, slow readers cut off, a drain on SIGTERM (see
     ``mcp_server.http.daphne``), smaller requests and a lean queue of each request's messages
     (``mcp_server.http.daphne_memory``), finished requests forgotten at once
-    (``mcp_server.http.daphne_reaping``), ``twisted.web.http`` read without its deprecation
-    proxy, and no access line made for Twisted's log when daphne discards it. Nothing under any
-    other server; once per process."""
+    (``mcp_server.http.daphne_reaping``), and what Twisted does for each request for nothing
+    spared (``mcp_server.http.daphne_costs``). Nothing under any other server; once per
+    process."""
     skip_daphne_form_parsing()
     send_daphne_writes_at_once()
     refuse_oversized_daphne_bodies(path)

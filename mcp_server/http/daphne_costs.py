@@ -1,0 +1,60 @@
+"""Under daphne, what Twisted does for every request and nobody uses, spared. Each hook does
+nothing when daphne is not the server, and runs once per process; ``install_daphne_hooks``
+(``mcp_server.asgi``) installs them with the others.
+
+- ``twisted.web.http`` read through Twisted's deprecation proxy (:func:`read_twisted_web_directly`);
+- an access-log line made for a Twisted log that daphne discards
+  (:func:`skip_discarded_twisted_access_lines`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import types
+from typing import Any
+
+
+def read_twisted_web_directly() -> None:
+    """Under daphne, let its modules read ``twisted.web.http`` itself rather than through Twisted's
+    deprecation proxy.
+
+    Twisted wraps ``twisted.web.http`` in a module proxy (``twisted.python.deprecate``) that warns
+    of a few deprecated names; every attribute read through it runs Python code, about thirty
+    times a plain read. daphne reads ``http.Request`` through it three times a request (its
+    ``__init__``, ``write`` and ``finish``), none of them a deprecated name. Once per process;
+    nothing when daphne is not the server, or Twisted no longer wraps the module.
+    """
+    for name in ("daphne.http_protocol", "daphne.server"):
+        module = sys.modules.get(name)
+        proxy = getattr(module, "http", None)
+        # (isinstance would be fooled: the proxy answers __class__ with the module's.)
+        if proxy is None or type(proxy) is types.ModuleType:
+            continue
+        with contextlib.suppress(AttributeError):  # not the proxy it was: left as it is
+            module.http = object.__getattribute__(proxy, "_module")
+
+
+def skip_discarded_twisted_access_lines() -> None:
+    """Under daphne, make no Twisted access-log line for a request when Twisted's log goes nowhere.
+
+    Twisted's ``HTTPFactory`` formats an Apache-style line for every request it finishes (client
+    address, escaped request line, referrer, user agent) and writes it to Twisted's log, a few
+    percent of a request's CPU. daphne, below verbosity 2, sends Twisted's log nowhere (its own
+    access log, ``--access-log``, is written apart), so the line is made for nothing; from
+    verbosity 2 it is made as before. Once per process; nothing when daphne is not the server.
+    """
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or getattr(module.HTTPFactory, "_mcp_skips_discarded_lines", False):
+        return
+    twisted_log = module.HTTPFactory.log
+
+    @functools.wraps(twisted_log)
+    def log(factory: Any, request: Any) -> None:
+        # daphne's server.run() sends Twisted's log to a function that drops it below verbosity 2.
+        if getattr(factory.server, "verbosity", 2) > 1:
+            twisted_log(factory, request)
+
+    module.HTTPFactory.log = log
+    module.HTTPFactory._mcp_skips_discarded_lines = True

@@ -26,6 +26,7 @@ from ..http.daphne import (
     skip_daphne_form_parsing,
 )
 from ..http.daphne_costs import (
+    keep_daphne_idle_timers,
     read_twisted_web_directly,
     skip_discarded_twisted_access_lines,
 )
@@ -84,6 +85,7 @@ def install_daphne_hooks(path: str) -> None:
     reap_finished_daphne_requests()
     read_twisted_web_directly()
     skip_discarded_twisted_access_lines()
+    keep_daphne_idle_timers()
 
 
 def mcp_urlpatterns(path: str | None = None) -> list[Any]:

@@ -4,7 +4,8 @@ nothing when daphne is not the server, and runs once per process; ``install_daph
 
 - ``twisted.web.http`` read through Twisted's deprecation proxy (:func:`read_twisted_web_directly`);
 - an access-log line made for a Twisted log that daphne discards
-  (:func:`skip_discarded_twisted_access_lines`).
+  (:func:`skip_discarded_twisted_access_lines`);
+- a connection's idle timer cancelled and made anew for each request (:func:`keep_daphne_idle_timers`).
 """
 
 from __future__ import annotations
@@ -58,3 +59,49 @@ def skip_discarded_twisted_access_lines() -> None:
 
     module.HTTPFactory.log = log
     module.HTTPFactory._mcp_skips_discarded_lines = True
+
+
+def keep_daphne_idle_timers() -> None:
+    """Under daphne, leave a connection's idle timer running while it serves a request, rather than
+    cancel it and make another for each request.
+
+    Twisted stops a connection's idle timeout (daphne's is twelve hours) once a request's body
+    has arrived, and starts a new one once it is answered: a timer cancelled and another made,
+    through the reactor's heap of timers and asyncio's beneath it, about a twentieth of a small
+    request's instructions. Here the timer stays while a request is in the connection, the idle
+    timeout marked off (``timeOut`` None, as Twisted marks it); the answer puts the timeout back
+    and moves the timer later, which costs Twisted an attribute. A timer that fires while a
+    request is served does nothing, and the answer starts a new one. A connection lost cancels
+    its timer as before, and so does a stop with no request in the connection (a switch to
+    HTTP/2).
+    """
+    if "daphne.http_protocol" not in sys.modules:
+        return
+    from twisted.web.http import HTTPChannel
+
+    if getattr(HTTPChannel, "_mcp_keeps_idle_timers", False):
+        return
+    set_timeout, timeout_connection = HTTPChannel.setTimeout, HTTPChannel.timeoutConnection
+    connection_lost = HTTPChannel.connectionLost
+
+    @functools.wraps(set_timeout)
+    def setTimeout(channel: Any, period: float | None) -> float | None:
+        if period is None and channel.timeOut is not None and channel.requests:
+            previous, channel.timeOut = channel.timeOut, None
+            return previous
+        return set_timeout(channel, period)
+
+    @functools.wraps(timeout_connection)
+    def timeoutConnection(channel: Any) -> None:
+        if channel.timeOut is None:  # the timer left running fired while a request was served
+            return
+        timeout_connection(channel)
+
+    @functools.wraps(connection_lost)
+    def connectionLost(channel: Any, reason: Any) -> None:
+        set_timeout(channel, None)  # Twisted's own: the timer cancelled, requests or not
+        connection_lost(channel, reason)
+
+    HTTPChannel.setTimeout, HTTPChannel.timeoutConnection = setTimeout, timeoutConnection
+    HTTPChannel.connectionLost = connectionLost
+    HTTPChannel._mcp_keeps_idle_timers = True

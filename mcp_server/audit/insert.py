@@ -19,6 +19,7 @@ from typing import Any
 from django.db import connections, router
 
 from ..models import AuditRecord
+from ..rows import writing
 from .rows import COLUMNS, JSON_COLUMNS
 
 _REQUEST_ID_AT = COLUMNS.index("request_id")
@@ -112,7 +113,8 @@ def insert(rows: list[tuple]) -> None:
         for start in range(0, len(params), ROWS_BETWEEN_PAUSES):
             if start:
                 let_requests_run()
-            cursor.executemany(statement, params[start:start + ROWS_BETWEEN_PAUSES])
+            with writing(connection.alias):  # SQLite's requests' writes are not held longer
+                cursor.executemany(statement, params[start:start + ROWS_BETWEEN_PAUSES])
 
 
 def copy(pgconn: Any, statement: bytes, data: bytes) -> None:

@@ -19,7 +19,7 @@ from django.db import router
 from django.utils import timezone
 
 from ..invoke import run_in_thread
-from ..rows import insert_row
+from ..rows import insert_row, writing
 from ..telemetry import metrics
 from . import session_rows
 from .limits import counted_with
@@ -119,24 +119,25 @@ class SessionStore:
 
         now = timezone.now()
         using = router.db_for_write(Session)
-        insert_row(using, Session, {
-            "id": record.id, "protocol_version": record.protocol_version,
-            "client_info": _json(record.client_info),
-            "client_capabilities": _json(record.client_capabilities),
-            "log_level": record.log_level, "owner": record.owner_id, "origin": record.origin,
-            "principal": record.principal, "server": record.server, "created_at": now,
-            "last_activity": now, "stored_events": 0, "stored_bytes": 0,
-        })
-        principal = Session.objects.filter(**counted_with(record.principal), server=record.server).count() \
-            if count_principal else None
-        if not count_sessions:
-            return principal, None
-        connection = connections[using]
-        quote = connection.ops.quote_name
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM {quote(Session._meta.db_table)} "
-                           f"WHERE {quote('server')} = %s", [record.server])
-            return principal, cursor.fetchone()[0]
+        with writing(using):
+            insert_row(using, Session, {
+                "id": record.id, "protocol_version": record.protocol_version,
+                "client_info": _json(record.client_info),
+                "client_capabilities": _json(record.client_capabilities),
+                "log_level": record.log_level, "owner": record.owner_id, "origin": record.origin,
+                "principal": record.principal, "server": record.server, "created_at": now,
+                "last_activity": now, "stored_events": 0, "stored_bytes": 0,
+            })
+            principal = Session.objects.filter(
+                **counted_with(record.principal), server=record.server).count() if count_principal else None
+            if not count_sessions:
+                return principal, None
+            connection = connections[using]
+            quote = connection.ops.quote_name
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT COUNT(*) FROM {quote(Session._meta.db_table)} "
+                               f"WHERE {quote('server')} = %s", [record.server])
+                return principal, cursor.fetchone()[0]
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """The live session with this id, or None when it is unknown or has expired."""
@@ -210,7 +211,8 @@ class SessionStore:
     def _update_row(session_id: str, changes: dict) -> None:
         from ..models import Session
 
-        Session.objects.filter(pk=session_id).update(**changes, last_activity=timezone.now())
+        with writing(router.db_for_write(Session)):
+            Session.objects.filter(pk=session_id).update(**changes, last_activity=timezone.now())
 
     async def delete(self, session_id: str, *, ended: bool = True) -> bool:
         """Delete a session; ``ended=False`` for one refused as it was made, which never lived
@@ -280,7 +282,8 @@ class SessionStore:
     def _write_activity(session_ids: set[str]) -> None:
         from ..models import Session
 
-        Session.objects.filter(pk__in=session_ids).update(last_activity=timezone.now())
+        with writing(router.db_for_write(Session)):
+            Session.objects.filter(pk__in=session_ids).update(last_activity=timezone.now())
 
     async def reap(self) -> list[str]:
         """Delete the sessions idle for longer than the timeout; returns their ids.
@@ -348,7 +351,7 @@ class SessionStore:
             if timed and gone:
                 metrics.sessions_ended([row[1:] for row in gone])
             return [row[0] for row in gone]
-        with transaction.atomic(using=using), connection.cursor() as cursor:
+        with writing(using), transaction.atomic(using=using), connection.cursor() as cursor:
             if connection.features.has_select_for_update:
                 cursor.execute(lock, ids)
                 ids = [row[0] for row in cursor.fetchall()]

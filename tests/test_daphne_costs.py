@@ -18,7 +18,8 @@ from mcp_server.http.daphne_costs import (
     read_twisted_web_directly,
     skip_discarded_twisted_access_lines,
 )
-from mcp_server.http.mailbox import Mailbox
+
+from .test_daphne_memory import Server as DaphneServerStub
 
 
 def test_daphne_reads_twisted_web_itself_not_through_its_deprecation_proxy():
@@ -32,27 +33,12 @@ def test_daphne_reads_twisted_web_itself_not_through_its_deprecation_proxy():
             assert module.http.Request is proxied.Request and module.http.HTTPFactory is proxied.HTTPFactory
 
 
-class Server:
-    """What daphne's request and factory ask of its server."""
-
-    proxy_forwarded_address_header = None
-    root_path = ""
-    server_name = "daphne"
-    request_buffer_size = 8192
+class Server(DaphneServerStub):
+    """What daphne's request and factory ask of its server, at a verbosity."""
 
     def __init__(self, verbosity: int) -> None:
+        super().__init__()
         self.verbosity = verbosity
-        self.requests: list = []
-
-    def protocol_connected(self, protocol) -> None:
-        pass
-
-    def protocol_disconnected(self, protocol) -> None:
-        pass
-
-    def create_application(self, protocol, scope):
-        self.requests.append(protocol)
-        return Mailbox()
 
 
 @pytest.mark.parametrize(("verbosity", "lines"), [(0, 0), (1, 0), (2, 1), (3, 1)])

@@ -353,25 +353,103 @@ def test_the_shutdown_hooks_flush_the_installed_writer(short_lived_connections):
 
 
 def test_the_writers_thread_lets_requests_run_between_rows(short_lived_connections, monkeypatch):
-    """A batch is made and written a few rows at a time, with a pause of the writer's thread in
-    between (a sleep, which lets go of the interpreter lock): made in one go, it held the request
-    waiting for the lock for the interpreter's whole switch interval."""
+    """A batch is made and written with pauses of the writer's thread in between (a sleep, which
+    lets go of the interpreter lock), each once the thread has held it ``HOLD_SECONDS``: made in
+    one go, a batch held the request waiting for the lock for the interpreter's switch interval.
+    Here every row takes that long, to make and to format."""
     import types
 
-    import mcp_server.audit.insert as insert_module
+    from mcp_server.audit import pacing
 
     pauses: list[float] = []
-    monkeypatch.setattr(insert_module, "time", types.SimpleNamespace(
-        sleep=pauses.append, strftime=time.strftime, gmtime=time.gmtime))
+    clock = [0.0]
+
+    def perf_counter() -> float:
+        clock[0] += pacing.HOLD_SECONDS  # each row takes that long
+        return clock[0]
+
+    monkeypatch.setattr(pacing, "time", types.SimpleNamespace(sleep=pauses.append, perf_counter=perf_counter))
     writer = AuditWriter(batch_size=100, interval=3600)
-    rows = 5 * insert_module.ROWS_BETWEEN_PAUSES
+    rows = 40
     for number in range(rows):
         writer.add_request(entry(number))
     assert writer.stop() == rows
     assert AuditRecord.objects.count() == rows
-    # Between the rows made, and between the rows formatted for the database (or inserted).
-    assert len(pauses) >= 2 * (rows // insert_module.ROWS_BETWEEN_PAUSES) - 1
+    # Between the rows made, and between the rows formatted for the database.
+    assert len(pauses) >= 2 * rows - 1
     assert all(pause > 0 for pause in pauses)  # a sleep of 0 hands nothing over
+
+
+def test_the_writer_pauses_by_the_time_it_held_the_interpreter(monkeypatch):
+    """Not every few rows: under load, a thread that lets go of the interpreter lock gets it back
+    only after the event loop's switch interval, and pauses by the row starved the writer."""
+    import types
+
+    from mcp_server.audit import pacing
+
+    pauses: list[float] = []
+    clock = [0.0]
+    fake_time = types.SimpleNamespace(sleep=pauses.append, perf_counter=lambda: clock[0])
+    monkeypatch.setattr(pacing, "time", fake_time)
+    pace = pacing.Pacer()
+    for _ in range(10):
+        clock[0] += pacing.HOLD_SECONDS / 4
+        pace()
+    assert len(pauses) == 2  # after the 4th and the 8th quarter
+    clock[0] += pacing.HOLD_SECONDS / 2
+    pace.restart()  # a database call let go of the lock meanwhile
+    clock[0] += pacing.HOLD_SECONDS / 2
+    pace()
+    assert len(pauses) == 2
+
+
+def _made_rows(count: int) -> list[tuple]:
+    from mcp_server.audit.pacing import Pacer
+
+    return AuditWriter()._rows([("request", entry(number)) for number in range(count)], Pacer())
+
+
+def test_without_copy_a_batch_is_a_few_multi_row_inserts_in_one_transaction(short_lived_connections):
+    """Where there is no COPY (SQLite, the embedded default), a batch is written as multi-row
+    INSERTs, as many rows each as the backend's parameters allow: a statement per row lets go of
+    the interpreter lock for each row, and under load the writer gets it back only after the
+    event loop's switch interval (it fell behind the calls it records)."""
+    from django.db import connections, router
+    from django.test.utils import CaptureQueriesContext
+
+    from mcp_server.audit import insert as insert_module
+    from mcp_server.audit.pacing import Pacer
+    from mcp_server.audit.rows import COLUMNS
+
+    connection = connections[router.db_for_write(AuditRecord)]
+    rows = _made_rows(120)
+    limit = connection.features.max_query_params or 10**6
+    per_statement = min(insert_module.ROWS_PER_STATEMENT, limit // len(COLUMNS))
+    with CaptureQueriesContext(connection) as queries:
+        insert_module.insert_values(connection, rows, Pacer())
+    inserts = [query["sql"] for query in queries if query["sql"].startswith("INSERT")]
+    assert len(inserts) == -(-120 // per_statement)  # one statement per row group, not per row
+    assert sorted(AuditRecord.objects.values_list("request_id", flat=True)) == list(range(120))
+    row = AuditRecord.objects.get(request_id=7)
+    assert (row.method, row.name, row.arguments, row.outcome) == ("tools/call", "echo", {"n": 7}, "ok")
+
+
+def test_without_copy_a_batch_is_written_whole_or_not_at_all(short_lived_connections):
+    """The batch's statements are one transaction: a row the database refuses in its last
+    statement leaves none of it written, so the writer's retry writes no row twice."""
+    from django.db import IntegrityError, connections, router
+
+    from mcp_server.audit import insert as insert_module
+    from mcp_server.audit.pacing import Pacer
+    from mcp_server.audit.rows import COLUMNS
+
+    connection = connections[router.db_for_write(AuditRecord)]
+    rows = _made_rows(120)
+    method_at = COLUMNS.index("method")
+    rows[-1] = (*rows[-1][:method_at], None, *rows[-1][method_at + 1:])  # NOT NULL
+    with pytest.raises(IntegrityError):
+        insert_module.insert_values(connection, rows, Pacer())
+    assert AuditRecord.objects.count() == 0
 
 
 def test_rows_the_database_refuses_are_kept_for_the_next_flush(short_lived_connections, monkeypatch):
@@ -381,7 +459,7 @@ def test_rows_the_database_refuses_are_kept_for_the_next_flush(short_lived_conne
     writer.add_request(entry(1))
     real = writer_module.insert
 
-    def refuse(rows: list) -> None:
+    def refuse(rows: list, pace) -> None:
         raise RuntimeError("database away")
 
     monkeypatch.setattr(writer_module, "insert", refuse)
@@ -403,18 +481,18 @@ def test_a_backlog_is_made_and_written_a_batch_at_a_time(short_lived_connections
     real = writer_module.insert
     written: list[int] = []
 
-    def once_then_refuse(rows: list) -> None:
+    def once_then_refuse(rows: list, pace) -> None:
         if written:
             raise RuntimeError("database away")
         written.append(len(rows))
-        real(rows)
+        real(rows, pace)
 
     monkeypatch.setattr(writer_module, "insert", once_then_refuse)
     assert writer.flush() == 10 and written == [10] and writer.pending == 15
 
-    def counting(rows: list) -> None:
+    def counting(rows: list, pace) -> None:
         written.append(len(rows))
-        real(rows)
+        real(rows, pace)
 
     monkeypatch.setattr(writer_module, "insert", counting)
     assert writer.stop() == 15 and written == [10, 10, 5]
@@ -433,7 +511,7 @@ def test_a_copy_the_database_refuses_raises_and_leaves_the_connection_usable(sho
         pytest.skip("the COPY path is PostgreSQL's")
     connection.ensure_connection()
     pgconn = connection.connection.pgconn
-    statement = insert_module._statement(connection, "copy").encode()
+    statement = insert_module._copy_statement(connection)
     import psycopg
 
     with pytest.raises(psycopg.DatabaseError):

@@ -1,5 +1,5 @@
-"""Inserting a batch of audit rows in one statement: a COPY with PostgreSQL and psycopg 3, else an
-``executemany`` of a prepared INSERT.
+"""Inserting a batch of audit rows: one COPY with PostgreSQL and psycopg 3, else multi-row INSERTs
+in one transaction.
 
 ``bulk_create`` costs about a hundred microseconds of CPU per row of this width (a model instance,
 then every field's preparation), several times what a whole stateless ``tools/call`` costs at the
@@ -16,10 +16,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connections, router
+from django.db import connections, router, transaction
 
 from ..models import AuditRecord
 from ..rows import writing
+from .pacing import Pacer
 from .rows import COLUMNS, JSON_COLUMNS
 
 _REQUEST_ID_AT = COLUMNS.index("request_id")
@@ -29,22 +30,12 @@ _DURATION_AT = COLUMNS.index("duration")
 _statements: dict[tuple[str, str], str] = {}
 
 
-def _statement(connection: Any, kind: str) -> str:
-    key = (connection.alias, kind)
+def _copy_statement(connection: Any) -> bytes:
+    key = (connection.alias, "copy")
     statement = _statements.get(key)
     if statement is None:
-        statement = _statements[key] = (_copy_sql if kind == "copy" else _sql)(connection)
-    return statement
-
-
-def _sql(connection: Any) -> str:
-    quote = connection.ops.quote_name
-    fields = [_field(name) for name in COLUMNS]
-    # PostgreSQL takes JSON text into jsonb only when told; other backends store the text.
-    json_slot = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    slots = [json_slot if name in JSON_COLUMNS else "%s" for name in COLUMNS]
-    return (f"INSERT INTO {quote(AuditRecord._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES ({', '.join(slots)})")
+        statement = _statements[key] = _copy_sql(connection)
+    return statement.encode()
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)  # request ids: rare
@@ -68,38 +59,37 @@ def _field(name: str) -> Any:
     return AuditRecord._meta.get_field("user" if name == "user_id" else name)
 
 
-# Rows made or formatted between two pauses of the writer's thread (see let_requests_run).
-ROWS_BETWEEN_PAUSES = 8
-# Long enough for a thread woken by the lock's release to take it: with no wait at all, the
-# writer's thread takes the lock back first, and the other waits out the switch interval.
-PAUSE_SECONDS = 0.00005
+# Rows an INSERT holds at most (fewer where the backend's parameters run out): its text is kept
+# for each number of rows up to this.
+ROWS_PER_STATEMENT = 100
 
 
-def let_requests_run() -> None:
-    """Called by the writer's thread between rows: ``time.sleep(0)`` lets go of the interpreter
-    lock, so the event loop's thread, waiting for it to answer a request, runs now instead of
-    after the interpreter's switch interval (5 ms, ten times a whole call). A batch made in one
-    go held every request that arrived meanwhile for that long: the latency tail at
-    concurrency 1 (docs/performance.md, "The tail at concurrency 1")."""
-    time.sleep(PAUSE_SECONDS)
-
-
-def insert(rows: list[tuple]) -> None:
+def insert(rows: list[tuple], pace: Pacer | None = None) -> None:
     """Write ``rows`` (values in ``rows.COLUMNS`` order) on the database that ``AuditRecord``
-    writes to: with PostgreSQL and psycopg 3, one COPY (a few microseconds a row); elsewhere one
-    ``executemany`` of an INSERT."""
+    writes to: with PostgreSQL and psycopg 3, one COPY (a few microseconds a row); elsewhere as
+    few multi-row INSERTs as the backend's limit on parameters allows, in one transaction.
+
+    ``pace`` is called between rows (the writer's :class:`~.pacing.Pacer`). A statement lets go
+    of the interpreter lock while the database works, and under load gets it back only after
+    the event loop's switch interval: one statement per row (an ``executemany``) held the
+    writer to a couple of hundred rows a second."""
+    pace = pace or Pacer()
     connection = connections[router.db_for_write(AuditRecord)]
     if connection.vendor == "postgresql":
         connection.ensure_connection()
         pgconn = getattr(connection.connection, "pgconn", None)
         if pgconn is not None:  # psycopg 3 (psycopg2's copy_expert would do, unused here)
-            copy(pgconn, _statement(connection, "copy").encode(), copy_text(rows))
+            copy(pgconn, _copy_statement(connection), copy_text(rows, pace))
             return
+    insert_values(connection, rows, pace)
+
+
+def insert_values(connection: Any, rows: list[tuple], pace: Pacer) -> None:
+    """``rows`` written on ``connection`` with multi-row INSERTs in one transaction: all or none."""
     adapt_time = connection.ops.adapt_datetimefield_value
     params = []
-    for index, row in enumerate(rows, 1):
-        if index % ROWS_BETWEEN_PAUSES == 0:
-            let_requests_run()
+    for row in rows:
+        pace()
         values = list(row)
         values[_REQUEST_ID_AT] = _encode(values[_REQUEST_ID_AT])  # the arguments are JSON text already
         when = values[_TIME_AT]
@@ -108,13 +98,31 @@ def insert(rows: list[tuple]) -> None:
         values[_TIME_AT] = adapt_time(when)
         values[_DURATION_AT] = round(values[_DURATION_AT], 6)  # what a row keeps: microseconds
         params.append(values)
-    statement = _statement(connection, "insert")
-    with connection.cursor() as cursor:
-        for start in range(0, len(params), ROWS_BETWEEN_PAUSES):
-            if start:
-                let_requests_run()
-            with writing(connection.alias):  # SQLite's requests' writes are not held longer
-                cursor.executemany(statement, params[start:start + ROWS_BETWEEN_PAUSES])
+    max_params = connection.features.max_query_params or ROWS_PER_STATEMENT * len(COLUMNS)
+    per_statement = max(1, min(ROWS_PER_STATEMENT, max_params // len(COLUMNS)))
+    # SQLite's requests' writes wait for the batch (one writer there in any case), not longer.
+    with writing(connection.alias), transaction.atomic(using=connection.alias), \
+            connection.cursor() as cursor:
+        for start in range(0, len(params), per_statement):
+            chunk = params[start:start + per_statement]
+            cursor.execute(_insert_sql(connection, len(chunk)), [value for row in chunk for value in row])
+    pace.restart()
+
+
+def _insert_sql(connection: Any, count: int) -> str:
+    """An INSERT of ``count`` rows, as the backend writes several rows' VALUES."""
+    key = (connection.alias, f"insert {count}")
+    statement = _statements.get(key)
+    if statement is None:
+        quote = connection.ops.quote_name
+        # PostgreSQL takes JSON text into jsonb only when told; other backends store the text.
+        json_slot = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+        slots = [json_slot if name in JSON_COLUMNS else "%s" for name in COLUMNS]
+        fields = [_field(name) for name in COLUMNS]
+        statement = _statements[key] = (
+            f"INSERT INTO {quote(AuditRecord._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+            f"{connection.ops.bulk_insert_sql(fields, [slots] * count)}")
+    return statement
 
 
 def copy(pgconn: Any, statement: bytes, data: bytes) -> None:
@@ -170,15 +178,15 @@ def _line(when: str, user_id: str | None, username: str, client_id: str, subject
         background_call, task, _NULL if trace_id is None else trace_id))
 
 
-def copy_text(rows: list[tuple]) -> bytes:
+def copy_text(rows: list[tuple], pace: Pacer | None = None) -> bytes:
     """``rows`` in COPY's text format, UTF-8. A row's time is a datetime, or (a request's row)
     seconds since the epoch: formatted here, the date and time of day once a second."""
+    pace = pace or Pacer()
     lines = []
     global _last_second
     second, prefix = _last_second
-    for index, row in enumerate(rows, 1):
-        if index % ROWS_BETWEEN_PAUSES == 0:
-            let_requests_run()
+    for row in rows:
+        pace()
         (when, user_id, username, client_id, subject, authentication, session_id, request_id,
          protocol_version, method, name, arguments_digest, arguments, outcome, code, duration,
          size, background_call, task, trace_id) = row

@@ -21,7 +21,8 @@ from django.db import connections, router
 from ..models import AuditRecord, ToolCall
 from ..ports import awaited_sizes
 from ..redaction import redactor
-from .insert import ROWS_BETWEEN_PAUSES, insert, let_requests_run
+from .insert import insert
+from .pacing import Pacer
 from .rows import RESPONSE_AT, call_row, request_row
 
 logger = logging.getLogger("mcp_server.audit")
@@ -124,6 +125,7 @@ class AuditWriter:
         (thousands of rows after a burst) would hold the interpreter for tens of milliseconds,
         and free them all at once afterwards, while requests wait."""
         written = 0
+        pace = Pacer()
         with self._flush_lock:
             # Only this lock's holder takes from the left; a row queued meanwhile is taken next time.
             pending = self._pending
@@ -132,9 +134,9 @@ class AuditWriter:
                 items = [pending.popleft() for _ in range(min(left, self.batch_size))]
                 left -= len(items)
                 try:
-                    rows = self._rows(items)
+                    rows = self._rows(items, pace)
                     if rows:
-                        insert(rows)
+                        insert(rows, pace)
                 except Exception:
                     logger.exception("writing %d audit rows failed; they are kept for the next attempt",
                                      len(items))
@@ -143,17 +145,16 @@ class AuditWriter:
                     return written
                 written += len(rows)
                 if left:
-                    let_requests_run()
+                    pace()
         return written
 
-    def _rows(self, items: list[tuple[str, Any]]) -> list[tuple]:
+    def _rows(self, items: list[tuple[str, Any]], pace: Pacer) -> list[tuple]:
         rows = []
         redact = redactor()
         call_ids = [value for kind, value in items if kind == "call"]
         calls = ToolCall.objects.select_related("owner").in_bulk(call_ids) if call_ids else {}
-        for index, (kind, value) in enumerate(items, 1):
-            if index % ROWS_BETWEEN_PAUSES == 0:
-                let_requests_run()
+        for kind, value in items:
+            pace()
             try:
                 if kind == "request":
                     rows.append(request_row(value, redact))

@@ -5,14 +5,14 @@
     .venv/bin/python bench/profile.py ours-pg --svg /tmp/pg.svg  # and a flame graph
 
 The server is one of ``bench/run.py``'s configurations (theirs-stateless, ours-stateless,
-theirs-stateful, ours-pg, ours-sqlite); the load is ``bench/wrk/call.lua`` at concurrency 16, or
-whole sessions with ``--sessions``. Needs py-spy (the ``bench`` extra) and root or ptrace rights.
+theirs-stateful, ours-pg, ours-sqlite); the load is ``bench/wrk/call.lua`` at concurrency 16,
+2026-07-28 calls with ``--modern``, or whole sessions with ``--sessions``. Needs py-spy (the
+``bench`` extra) and root or ptrace rights.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import os
 import shutil
@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--sessions", action="store_true", help="whole sessions instead of calls")
+    parser.add_argument("--modern", action="store_true",
+                        help="2026-07-28 calls (no session, the _meta envelope) instead of sessions' calls")
     parser.add_argument("--svg", type=Path, help="write a flame graph here too")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
@@ -81,8 +83,8 @@ def main() -> int:
     try:
         url = f"http://{run.HOST}:{server.port}/mcp"
         env = {}
-        if config.mode == "stateful" and not args.sessions:
-            env["MCP_SESSIONS"] = ",".join(asyncio.run(run._prepare_sessions(server.port, args.concurrency)))
+        if args.modern or (config.mode == "stateful" and not args.sessions):
+            env = run.load_env(server, args.concurrency, args.modern)
         script, threads = ("session.lua", args.concurrency) if args.sessions else ("call.lua", 1)
         load = threading.Thread(target=run.wrk, args=(script, url), kwargs={
             "threads": threads, "connections": args.concurrency, "duration": args.seconds + 2, "env": env})

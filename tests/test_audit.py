@@ -499,6 +499,39 @@ def test_a_backlog_is_made_and_written_a_batch_at_a_time(short_lived_connections
     assert sorted(AuditRecord.objects.values_list("request_id", flat=True)) == list(range(25))
 
 
+def test_the_copys_answer_is_awaited_outside_the_interpreter_lock():
+    """psycopg's ``get_result`` waits for the server holding the interpreter lock (every request
+    of the process waited with it): the writer waits in ``poll``, which lets go of the lock,
+    until libpq has the answer, and only then takes it."""
+    import socket
+
+    from mcp_server.audit import insert as insert_module
+
+    ours, theirs = socket.socketpair()
+
+    class Connection:
+        socket = ours.fileno()
+        busy = 2  # two reads before libpq has the whole answer
+        consumed = 0
+
+        def is_busy(self) -> bool:
+            return self.busy > 0
+
+        def consume_input(self) -> None:
+            self.consumed += 1
+            self.busy -= 1
+
+        def get_result(self) -> str:
+            assert not self.is_busy(), "get_result would have waited holding the interpreter lock"
+            return "result"
+
+    with ours, theirs:
+        theirs.send(b"answer")  # readable: each poll returns at once
+        connection = Connection()
+        assert insert_module._next_result(connection) == "result"
+        assert connection.consumed == 2
+
+
 def test_a_copy_the_database_refuses_raises_and_leaves_the_connection_usable(short_lived_connections):
     """The COPY runs on libpq's own calls: a refusal (here a row the table cannot take) is an
     error the writer keeps its rows for, and the connection serves the next batch."""

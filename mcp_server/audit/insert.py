@@ -28,15 +28,15 @@ _REQUEST_ID_AT = COLUMNS.index("request_id")
 _TIME_AT = COLUMNS.index("time")
 _DURATION_AT = COLUMNS.index("duration")
 # The statements, by database alias: made once.
-_statements: dict[tuple[str, str], str] = {}
+_statements: dict[tuple[str, str], Any] = {}
 
 
 def _copy_statement(connection: Any) -> bytes:
     key = (connection.alias, "copy")
     statement = _statements.get(key)
     if statement is None:
-        statement = _statements[key] = _copy_sql(connection)
-    return statement.encode()
+        statement = _statements[key] = f"COPY {_table_and_columns(connection)} FROM STDIN".encode()
+    return statement
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)  # request ids: rare
@@ -50,10 +50,11 @@ def _encode(value: Any) -> str | None:
     return _JSON.encode(value)
 
 
-def _copy_sql(connection: Any) -> str:
+def _table_and_columns(connection: Any) -> str:
+    """``table (column, ...)``, quoted for ``connection``, the columns in ``rows.COLUMNS`` order."""
     quote = connection.ops.quote_name
     columns = ", ".join(quote(_field(name).column) for name in COLUMNS)
-    return f"COPY {quote(AuditRecord._meta.db_table)} ({columns}) FROM STDIN"
+    return f"{quote(AuditRecord._meta.db_table)} ({columns})"
 
 
 def _field(name: str) -> Any:
@@ -116,14 +117,12 @@ def _insert_sql(connection: Any, count: int) -> str:
     key = (connection.alias, f"insert {count}")
     statement = _statements.get(key)
     if statement is None:
-        quote = connection.ops.quote_name
         # PostgreSQL takes JSON text into jsonb only when told; other backends store the text.
         json_slot = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
         slots = [json_slot if name in JSON_COLUMNS else "%s" for name in COLUMNS]
         fields = [_field(name) for name in COLUMNS]
-        statement = _statements[key] = (
-            f"INSERT INTO {quote(AuditRecord._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"{connection.ops.bulk_insert_sql(fields, [slots] * count)}")
+        statement = _statements[key] = (f"INSERT INTO {_table_and_columns(connection)} "
+                                        f"{connection.ops.bulk_insert_sql(fields, [slots] * count)}")
     return statement
 
 

@@ -38,7 +38,7 @@ class Pacer:
     def pause(self) -> None:
         """Let requests run now."""
         time.sleep(PAUSE_SECONDS)
-        self._since = time.perf_counter()
+        self.restart()
 
     def restart(self) -> None:
         """The thread has just had the lock back (a database call let go of it): count from now."""

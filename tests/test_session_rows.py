@@ -5,14 +5,18 @@ again, unseen by the client; and once idle, it goes back to the pool."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, connections
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
 
-from mcp_server.http.session_store import SessionRecord, _delete_statement, _insert_statement
+from mcp_server.http import session_rows
+from mcp_server.http.session_statements import delete_statement, insert_statement
+from mcp_server.http.session_store import SessionRecord
 from mcp_server.models import ResourceSubscription, Session, StreamEvent
 
 from .http_cluster import cluster, new_session, require_services
@@ -103,10 +107,21 @@ def test_the_delete_statement_takes_the_events_and_subscriptions_with_the_sessio
     require(connection.vendor == "postgresql", "needs PostgreSQL")
     session_id = stored_session("address:1")
     connection.ensure_connection()
-    [(principal, created_at, revision)] = _delete_statement(connection.connection, False, session_id)
+    [[(principal, created_at, revision)]] = delete_statement(connection.connection, False, [session_id])
     assert (principal, revision) == ("address:1", "2025-11-25") and created_at.tzinfo is not None
     assert is_gone(session_id)
-    assert _delete_statement(connection.connection, False, session_id) == []
+    assert delete_statement(connection.connection, False, [session_id]) == [[]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_delete_statement_deletes_several_sessions_each_answered_for_itself():
+    require(connection.vendor == "postgresql", "needs PostgreSQL")
+    first, second = stored_session("address:4"), stored_session("address:5")
+    missing = uuid.uuid4().hex
+    connection.ensure_connection()
+    rows = delete_statement(connection.connection, False, [second, missing, first, second])
+    assert [[row[0] for row in found] for found in rows] == [["address:5"], [], ["address:4"], []]
+    assert is_gone(first) and is_gone(second)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -128,7 +143,8 @@ def test_an_event_stored_meanwhile_makes_the_delete_lock_the_row_and_run_again(m
     monkeypatch.setattr(psycopg, "Cursor", RacedCursor)
     session_id = stored_session("address:2")
     connection.ensure_connection()
-    assert [row[0] for row in _delete_statement(connection.connection, False, session_id)] == ["address:2"]
+    [found] = delete_statement(connection.connection, False, [session_id])
+    assert [row[0] for row in found] == ["address:2"]
     assert failed and is_gone(session_id)
 
 
@@ -137,16 +153,19 @@ def test_an_insert_run_again_after_its_connection_broke_finds_its_row():
     """Its first run may have taken effect before the connection broke: the row is its own."""
     require(connection.vendor == "postgresql", "needs PostgreSQL")
     record = SessionRecord.new(protocol_version="2025-11-25", principal="address:3")
+    other = SessionRecord.new(protocol_version="2025-11-25", principal="address:6")
     connection.ensure_connection()
-    _insert_statement(connection.connection, False, record, timezone.now())
-    _insert_statement(connection.connection, True, record, timezone.now())
+    insert_statement(connection.connection, False, [(record, timezone.now())])
+    # Run again with another session of its batch that had not been written.
+    insert_statement(connection.connection, True, [(record, timezone.now()), (other, timezone.now())])
     with pytest.raises(psycopg_errors.UniqueViolation):
-        _insert_statement(connection.connection, False, record, timezone.now())
+        insert_statement(connection.connection, False, [(record, timezone.now())])
     assert Session.objects.get(pk=record.id).principal == "address:3"
+    assert Session.objects.get(pk=other.id).principal == "address:6"
 
 
 def test_statements_go_to_the_executor_while_the_thread_has_a_backlog(monkeypatch):
-    """The thread runs one statement at a time: once MAX_WAITING wait for it, more go to the
+    """The thread runs one batch at a time: once MAX_WAITING wait for it, more go to the
     executor's threads (the ORM's path), which run side by side."""
     from mcp_server.http import session_rows
 
@@ -165,3 +184,77 @@ def test_statements_go_to_the_executor_while_the_thread_has_a_backlog(monkeypatc
     assert session_rows.available("default")
     Worker.jobs.waiting = session_rows.MAX_WAITING
     assert not session_rows.available("default")
+
+
+@pytest.fixture
+def rows_thread(monkeypatch):
+    """A session rows' thread of the test's own, whose connection is closed at the end."""
+    require(connection.vendor == "postgresql", "needs PostgreSQL")
+    monkeypatch.setattr(session_rows, "_current", None)
+    yield
+    if session_rows._current is not None:
+        asyncio.run(session_rows.run("default", closing, None))
+
+
+def closing(_connection, _retried, items: list) -> list:
+    connections["default"].close()  # the thread's own connection
+    return [None] * len(items)
+
+
+def run_together(statement, items: list) -> list:
+    """``statement``'s answers (or errors) for ``items``, each asked by a task of its own while
+    the thread is busy, so that they all wait for it together."""
+    busy = threading.Event()
+
+    def held(_connection, _retried, held_items: list) -> list:
+        busy.wait(60)  # a bound for a broken test, not a pace: set at once below
+        return [None] * len(held_items)
+
+    async def main() -> list:
+        holding = asyncio.ensure_future(session_rows.run("default", held, None))
+        asking = [asyncio.ensure_future(session_rows.run("default", statement, item)) for item in items]
+        await asyncio.sleep(0)  # each task has queued its job
+        busy.set()
+        await holding
+        return await asyncio.gather(*asking, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statements_waiting_together_run_as_one_and_each_caller_gets_its_own_answer(rows_thread):
+    sessions = [stored_session(f"address:{number}") for number in range(3)]
+    batches = []
+
+    def deleting(psycopg_connection, retried, session_ids: list) -> list:
+        batches.append(list(session_ids))
+        return delete_statement(psycopg_connection, retried, session_ids)
+
+    asked = [*sessions, uuid.uuid4().hex]
+    answers = run_together(deleting, asked)
+    assert batches == [asked]
+    principals = [[row[0] for row in found] for found in answers]
+    assert principals == [["address:0"], ["address:1"], ["address:2"], []]
+    assert all(is_gone(session_id) for session_id in sessions)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_that_fails_its_batch_fails_only_its_own_caller(rows_thread):
+    """The batch's one statement fails whole; then each runs alone, and only the row already
+    there gets its error."""
+    there = SessionRecord.new(protocol_version="2025-11-25", principal="address:7")
+    connection.ensure_connection()
+    insert_statement(connection.connection, False, [(there, timezone.now())])
+    new = [SessionRecord.new(protocol_version="2025-11-25", principal=f"address:{n}") for n in (8, 9)]
+    batches = []
+
+    def inserting(psycopg_connection, retried, rows: list) -> list:
+        batches.append(len(rows))
+        return insert_statement(psycopg_connection, retried, rows)
+
+    now = timezone.now()
+    answers = run_together(inserting, [(new[0], now), (there, now), (new[1], now)])
+    assert batches == [3, 1, 1, 1]
+    assert answers[0] is None and answers[2] is None and isinstance(answers[1], IntegrityError)
+    assert sorted(Session.objects.filter(pk__in=[record.id for record in new]).values_list(
+        "principal", flat=True)) == ["address:8", "address:9"]

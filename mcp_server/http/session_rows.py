@@ -15,9 +15,13 @@ its statement, goes back to the pool (which drops it) and the statement runs onc
 checked one. While the database is down, a statement fails after at most one wait for a
 connection: those queued while an attempt to connect failed fail with it, not one after another.
 
-One thread runs one statement at a time, a round trip each: with a database far away, or a burst
-of sessions, statements would queue behind each other. Once :data:`MAX_WAITING` wait, the caller
-takes the executor's path instead (:func:`available` says no), whose threads run side by side.
+The statements that wait for the thread together run together: those of one kind (the INSERTs,
+the DELETEs) as one statement for all their sessions, one round trip and one commit, so a burst
+of sessions costs the database and this process about as much as a few. When that statement
+fails on one session's row (a constraint), each runs alone again, so that only its caller gets
+the error. A statement that waits in the database (a row's lock) holds up those behind it: once
+:data:`MAX_WAITING` wait, the caller takes the executor's path instead (:func:`available` says
+no), whose threads run side by side.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.signals import setting_changed
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
@@ -39,7 +43,9 @@ logger = logging.getLogger("mcp_server.http")
 # Seconds without a statement after which the thread gives its connection back to the pool.
 RELEASE_AFTER = 1.0
 # Statements waiting for the thread beyond which new ones go to the executor's threads instead.
-MAX_WAITING = 4
+MAX_WAITING = 32
+# At most this many statements of one kind run as one.
+MAX_BATCH = 64
 
 
 def available(using: str) -> bool:
@@ -72,14 +78,29 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_on_setting_changed)
 
 
-async def run(using: str, statement: Callable[..., Any], *args: Any) -> Any:
-    """``statement(psycopg_connection, retried, *args)`` on the thread, with its connection of
-    ``using``; ``retried`` is True when it runs again after its connection broke (it may have
-    taken effect the first time). Errors are Django's (``django.db.OperationalError``...)."""
+# ``statement(psycopg_connection, retried, items)``: one result per item, in order.
+Statement = Callable[[Any, bool, list], list]
+
+
+async def run(using: str, statement: Statement, item: Any) -> Any:
+    """``statement``'s result for ``item``, run on the thread with its connection of ``using``
+    together with the items of the same statement waiting then:
+    ``statement(psycopg_connection, retried, items)`` returns one result per item, in order;
+    ``retried`` is True when it runs again after its connection broke (it may have taken effect
+    the first time). Errors are Django's (``django.db.OperationalError``...)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
-    _worker().jobs.put((loop, future, using, statement, args, time.monotonic()))
+    _worker().jobs.put(_Job(loop, future, using, statement, item, time.monotonic()))
     return await future
+
+
+class _Job(NamedTuple):
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    using: str
+    statement: Statement
+    item: Any
+    queued_at: float
 
 
 _current: _Worker | None = None
@@ -124,22 +145,44 @@ class _Worker:
                     _give_back(using)
                 kept.clear()
                 continue
-            loop, future, using, statement, args, queued_at = job
-            kept.add(using)
-            try:
-                result, error = self._execute(using, statement, args, queued_at), None
-            except BaseException as exc:  # handed to the waiting task, whatever it is
-                result, error = None, exc
-            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            try:
-                if self.jobs.empty() and _wanted(using):
-                    _give_back(using)  # requests wait for a connection of the pool: not for this one
-                    kept.discard(using)
-            except Exception:  # the thread must go on: every session's row waits for it
-                logger.exception("the session rows' thread could not look at the pool")
+            for (using, statement), jobs in _together([job, *self._waiting()]).items():
+                kept.add(using)
+                _hand_back(jobs, self._outcomes(using, statement, jobs))
+                try:
+                    if self.jobs.empty() and _wanted(using):
+                        _give_back(using)  # requests wait for a connection of the pool: not for this one
+                        kept.discard(using)
+                except Exception:  # the thread must go on: every session's row waits for it
+                    logger.exception("the session rows' thread could not look at the pool")
 
-    def _execute(self, using: str, statement: Callable[..., Any], args: tuple, queued_at: float) -> Any:
+    def _waiting(self) -> list[_Job]:
+        """The jobs queued now, up to a batch's worth."""
+        jobs: list[_Job] = []
+        while len(jobs) < MAX_BATCH - 1:
+            try:
+                jobs.append(self.jobs.get_nowait())
+            except queue.Empty:
+                break
+        return jobs
+
+    def _outcomes(self, using: str, statement: Statement,
+                  jobs: list[_Job]) -> list[tuple[Any, BaseException | None]]:
+        """Each job's result or error, of one statement for them all."""
+        try:
+            results = self._execute(using, statement, [job.item for job in jobs],
+                                    max(job.queued_at for job in jobs))
+        except (OperationalError, InterfaceError) as exc:  # the database's, not a row's
+            return [(None, exc)] * len(jobs)
+        except DatabaseError as exc:
+            if len(jobs) == 1:
+                return [(None, exc)]
+            # One row failed it (nothing was written): each alone, for each its own answer.
+            return [self._outcomes(using, statement, [job])[0] for job in jobs]
+        except BaseException as exc:  # handed to the waiting tasks, whatever it is
+            return [(None, exc)] * len(jobs)
+        return [(result, None) for result in results]
+
+    def _execute(self, using: str, statement: Statement, items: list, queued_at: float) -> list:
         connection = connections[using]
         for retried in (False, True):
             if connection.connection is None:
@@ -154,7 +197,7 @@ class _Worker:
                 self.down_since = None
             try:
                 with connection.wrap_database_errors:
-                    return statement(connection.connection, retried, *args)
+                    return statement(connection.connection, retried, items)
             except (OperationalError, InterfaceError):
                 raw = connection.connection
                 broken = raw is None or raw.closed or raw.broken
@@ -183,10 +226,29 @@ def _give_back(using: str) -> None:
         logger.exception("the session rows' thread could not give its connection back")
 
 
-def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _together(jobs: list[_Job]) -> dict[tuple[str, Statement], list[_Job]]:
+    """The jobs by database and statement, in the order they came."""
+    groups: dict[tuple[str, Statement], list[_Job]] = {}
+    for job in jobs:
+        groups.setdefault((job.using, job.statement), []).append(job)
+    return groups
+
+
+def _hand_back(jobs: list[_Job], outcomes: list[tuple[Any, BaseException | None]]) -> None:
+    """Each outcome to its waiting task: one wake-up of each event loop for them all."""
+    settled: dict[asyncio.AbstractEventLoop, list] = {}
+    for job, (result, error) in zip(jobs, outcomes, strict=True):
+        settled.setdefault(job.loop, []).append((job.future, result, error))
+    for loop, outcomes_of_loop in settled.items():
+        with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, outcomes_of_loop)
+
+
+def _settle(outcomes: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
+    for future, result, error in outcomes:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)

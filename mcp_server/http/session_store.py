@@ -11,7 +11,6 @@ import datetime
 import functools
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from ..telemetry import metrics
 from . import session_rows
 from .limits import counted_with
 from .session_counts import COUNT_TTL, count_rows, keeps_counts, principal_counter, server_counter
+from .session_statements import delete_sql, delete_statement, insert_statement, json_text
 from .shared_state import SharedState
 
 # How long a session lives in the shared state when it never expires on its own.
@@ -106,7 +106,7 @@ class SessionStore:
     async def _insert_row(self, record: SessionRecord) -> None:
         using = router.db_for_write(_session_model())
         if session_rows.available(using):
-            await session_rows.run(using, _insert_statement, record, timezone.now())
+            await session_rows.run(using, insert_statement, (record, timezone.now()))
         else:
             await run_in_thread(self._insert, record, False, False)
 
@@ -122,8 +122,8 @@ class SessionStore:
         with writing(using):
             insert_row(using, Session, {
                 "id": record.id, "protocol_version": record.protocol_version,
-                "client_info": _json(record.client_info),
-                "client_capabilities": _json(record.client_capabilities),
+                "client_info": json_text(record.client_info),
+                "client_capabilities": json_text(record.client_capabilities),
                 "log_level": record.log_level, "owner": record.owner_id, "origin": record.origin,
                 "principal": record.principal, "server": record.server, "created_at": now,
                 "last_activity": now, "stored_events": 0, "stored_bytes": 0,
@@ -229,9 +229,9 @@ class SessionStore:
         self._touched.discard(session_id)
         using = router.db_for_write(_session_model())
         if session_rows.available(using):
-            gone = await session_rows.run(using, _delete_statement, session_id)
+            gone = await session_rows.run(using, delete_statement, session_id)
             if ended and gone and metrics.enabled():
-                metrics.sessions_ended([row[1:] for row in gone])
+                metrics.sessions_ended([row[1:3] for row in gone])
             return [row[0] for row in gone]
         return await run_in_thread(self._delete_rows, [session_id], ended=ended)
 
@@ -331,7 +331,7 @@ class SessionStore:
         ids = list(session_ids)
         if not ids:
             return []
-        deletes, lock, delete = _delete_sql(quote, ", ".join(["%s"] * len(ids)))
+        deletes, lock, delete = delete_sql(quote, ", ".join(["%s"] * len(ids)))
         if connection.vendor == "postgresql":
             # The deletes in one statement after the rows' lock: every event stored before the
             # lock is seen by it, and none is stored after it. (Its driver gives aware date-times
@@ -349,7 +349,7 @@ class SessionStore:
                         cursor.execute(delete, ids * 3)
                         gone = cursor.fetchall()
             if timed and gone:
-                metrics.sessions_ended([row[1:] for row in gone])
+                metrics.sessions_ended([row[1:3] for row in gone])
             return [row[0] for row in gone]
         with writing(using), transaction.atomic(using=using), connection.cursor() as cursor:
             if connection.features.has_select_for_update:
@@ -357,7 +357,7 @@ class SessionStore:
                 ids = [row[0] for row in cursor.fetchall()]
                 if not ids:
                     return []
-                deletes = _delete_sql(quote, ", ".join(["%s"] * len(ids)))[0]
+                deletes = delete_sql(quote, ", ".join(["%s"] * len(ids)))[0]
             # (SQLite has no row locks: its first write takes the database's write lock, waiting
             # for it, where a read first would fail to upgrade under a concurrent writer.)
             lived = list(Session.objects.using(using).filter(pk__in=ids).values_list(
@@ -387,89 +387,6 @@ def _session_model() -> Any:
     return Session
 
 
-# The statements of session_rows' thread, on its psycopg connection (table and column names of the
-# models, quoted as Django quotes them on PostgreSQL).
-_INSERT_COLUMNS = ("id", "protocol_version", "client_info", "client_capabilities", "log_level",
-                   "owner_id", "origin", "principal", "server", "created_at", "last_activity",
-                   "stored_events", "stored_bytes")
-
-
-def _delete_sql(quote: Callable[[str], str], marks: str) -> tuple[list[str], str, str]:
-    """What deletes the sessions whose ids ``marks`` stands for, with their stored events and
-    subscriptions: the three DELETEs; the rows' lock, which selects the ids of those still there;
-    and, for PostgreSQL, the three in one statement returning each session's principal, creation
-    time and revision.
-
-    Plain SQL: the ORM's query building costs several times the queries themselves here, and
-    Django's cascade would first load every session row and ask each related table. Nothing else
-    points at a session, and no signal listens to these models."""
-    from ..models import ResourceSubscription, Session, StreamEvent
-
-    table, events, subscriptions = (quote(model._meta.db_table) for model in
-                                    (Session, StreamEvent, ResourceSubscription))
-    session_id, id_ = quote("session_id"), quote("id")
-    deletes = [f"DELETE FROM {events} WHERE {session_id} IN ({marks})",
-               f"DELETE FROM {subscriptions} WHERE {session_id} IN ({marks})",
-               f"DELETE FROM {table} WHERE {id_} IN ({marks})"]
-    lock = f"SELECT {id_} FROM {table} WHERE {id_} IN ({marks}) ORDER BY {id_} FOR UPDATE"
-    returning = ", ".join(quote(column) for column in ("principal", "created_at", "protocol_version"))
-    return deletes, lock, f"WITH e AS ({deletes[0]}), s AS ({deletes[1]}) {deletes[2]} RETURNING {returning}"
-
-
-def _quote(name: str) -> str:
-    """A name quoted as Django quotes it on PostgreSQL."""
-    return f'"{name}"'
-
-
-@functools.cache
-def _session_sql() -> tuple[str, str, str]:
-    """The INSERT, the DELETE in one statement, and the row's lock that the DELETE follows when
-    it has to (``_delete_statement``)."""
-    table = _quote(_session_model()._meta.db_table)
-    columns = ", ".join(_quote(column) for column in _INSERT_COLUMNS)
-    marks = ", ".join("%s::jsonb" if column.startswith("client_") else "%s" for column in _INSERT_COLUMNS)
-    _deletes, lock, delete = _delete_sql(_quote, "%s")
-    return f"INSERT INTO {table} ({columns}) VALUES ({marks})", delete, lock
-
-
-def _insert_statement(connection: Any, retried: bool, record: SessionRecord, now: datetime.datetime) -> None:
-    import psycopg
-
-    try:
-        psycopg.Cursor(connection).execute(_session_sql()[0], (
-            record.id, record.protocol_version, _json(record.client_info),
-            _json(record.client_capabilities), record.log_level, record.owner_id, record.origin,
-            record.principal, record.server, now, now, 0, 0))
-    except psycopg.errors.UniqueViolation:
-        if not retried:
-            raise
-        # Its first run took effect before its connection broke (the id is new and random).
-
-
-def _delete_statement(connection: Any, retried: bool, session_id: str) -> list[tuple]:
-    """Delete a session with its stored events and subscriptions; its principal, creation time
-    and revision, if it was there.
-
-    One statement, which sees the events stored before it began. An event stored by a request of
-    the session that committed meanwhile makes the deferred foreign key fail it (nothing is
-    deleted then); it runs again after the row's lock, as ``_delete_rows`` always does: every event
-    stored before the lock is seen, and one stored after it waits for the delete, then fails.
-    """
-    import psycopg
-
-    _insert, delete, lock = _session_sql()
-    try:
-        return psycopg.Cursor(connection).execute(delete, (session_id,) * 3).fetchall()
-    except psycopg.errors.ForeignKeyViolation:
-        pass
-    # The simple query protocol runs both in one round trip and one transaction, each statement
-    # with a snapshot of its own.
-    cursor = psycopg.ClientCursor(connection)
-    cursor.execute(f"{lock}; {delete}", (session_id,) * 4)
-    cursor.nextset()
-    return cursor.fetchall()
-
-
 def _binds_on_client(cursor: Any) -> bool:
     """Whether the driver merges parameters into the query text (psycopg 3's client-side cursor,
     Django's default), which lets one execute run several statements."""
@@ -479,7 +396,3 @@ def _binds_on_client(cursor: Any) -> bool:
         return False
     return isinstance(getattr(cursor, "cursor", None), ClientCursor)
 
-
-def _json(value: Any) -> str:
-    """JSON text of a session's JSON field, as the ORM would have written it."""
-    return json.dumps(value, separators=(",", ":"))

@@ -14,9 +14,9 @@ from django.db import IntegrityError, connection, connections
 from django.utils import timezone
 from psycopg import errors as psycopg_errors
 
-from mcp_server.http import session_rows
+from mcp_server.http import session_rows, session_store
 from mcp_server.http.session_statements import delete_statement, insert_statement
-from mcp_server.http.session_store import SessionRecord
+from mcp_server.http.session_store import SessionRecord, SessionStore
 from mcp_server.models import ResourceSubscription, Session, StreamEvent
 
 from .http_cluster import cluster, new_session, require_services
@@ -167,7 +167,6 @@ def test_an_insert_run_again_after_its_connection_broke_finds_its_row():
 def test_statements_go_to_the_executor_while_the_thread_has_a_backlog(monkeypatch):
     """The thread runs one batch at a time: once MAX_WAITING wait for it, more go to the
     executor's threads (the ORM's path), which run side by side."""
-    from mcp_server.http import session_rows
 
     class Jobs:
         waiting = 0
@@ -178,12 +177,30 @@ def test_statements_go_to_the_executor_while_the_thread_has_a_backlog(monkeypatc
     class Worker:
         jobs = Jobs()
 
-    monkeypatch.setitem(session_rows._available, "default", True)
+    monkeypatch.setitem(session_rows._routes, "default", session_rows.PSYCOPG)
     monkeypatch.setattr(session_rows, "_current", Worker())
     Worker.jobs.waiting = session_rows.MAX_WAITING - 1
-    assert session_rows.available("default")
+    assert session_rows.route("default") == session_rows.PSYCOPG
     Worker.jobs.waiting = session_rows.MAX_WAITING
-    assert not session_rows.available("default")
+    assert session_rows.route("default") == ""
+
+
+class FakeConnection:
+    def __init__(self, vendor: str, options: dict):
+        self.vendor = vendor
+        self.settings_dict = {"OPTIONS": options}
+
+
+def test_the_thread_serves_postgresql_with_a_pool_and_sqlite_and_the_executor_the_rest(monkeypatch):
+    monkeypatch.setattr(session_rows, "_routes", {})
+    monkeypatch.setattr(session_rows, "_current", None)
+    monkeypatch.setattr(session_rows, "connections", {
+        "pooled": FakeConnection("postgresql", {"pool": True}),
+        "unpooled": FakeConnection("postgresql", {}),
+        "embedded": FakeConnection("sqlite", {}),
+        "other": FakeConnection("mysql", {})})
+    assert [session_rows.route(using) for using in ("pooled", "unpooled", "embedded", "other")] == [
+        session_rows.PSYCOPG, "", session_rows.DJANGO, ""]
 
 
 @pytest.fixture
@@ -258,3 +275,20 @@ def test_a_row_that_fails_its_batch_fails_only_its_own_caller(rows_thread):
     assert answers[0] is None and answers[2] is None and isinstance(answers[1], IntegrityError)
     assert sorted(Session.objects.filter(pk__in=[record.id for record in new]).values_list(
         "principal", flat=True)) == ["address:8", "address:9"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_the_django_route_each_session_is_written_and_answered_alone(rows_thread):
+    """SQLite's route: the ORM's path for each session in turn on the thread; a row that fails
+    fails its own caller only, and the others are written once."""
+    there = SessionRecord.new(protocol_version="2025-11-25", principal="address:10")
+    SessionStore._insert(there, False, False)
+    new = [SessionRecord.new(protocol_version="2025-11-25", principal=f"address:{n}") for n in (11, 12)]
+    answers = run_together(session_store._insert_each, [new[0], there, new[1]])
+    assert answers[0] == (None, None) and answers[2] == (None, None)
+    assert isinstance(answers[1], IntegrityError)
+    assert Session.objects.filter(pk__in=[record.id for record in new]).count() == 2
+    missing = uuid.uuid4().hex
+    gone = run_together(session_store._delete_each, [(new[1].id, False), (missing, False), (there.id, True)])
+    assert gone == [["address:12"], [], ["address:10"]]
+    assert list(Session.objects.values_list("principal", flat=True)) == ["address:11"]

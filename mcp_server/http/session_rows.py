@@ -20,8 +20,12 @@ the DELETEs) as one statement for all their sessions, one round trip and one com
 of sessions costs the database and this process about as much as a few. When that statement
 fails on one session's row (a constraint), each runs alone again, so that only its caller gets
 the error. A statement that waits in the database (a row's lock) holds up those behind it: once
-:data:`MAX_WAITING` wait, the caller takes the executor's path instead (:func:`available` says
-no), whose threads run side by side.
+:data:`MAX_WAITING` wait, the caller takes the executor's path instead (:func:`route` says so),
+whose threads run side by side.
+
+On SQLite the thread runs each session's statement through Django's ORM path, one after another
+(:data:`DJANGO`): its one writer takes them in turn anyway, and threads of the executor queued
+for it, the first to get it not the first come.
 """
 
 from __future__ import annotations
@@ -48,31 +52,64 @@ MAX_WAITING = 32
 MAX_BATCH = 64
 
 
-def available(using: str) -> bool:
-    """Whether a statement on the database ``using`` should go to the thread: PostgreSQL with
-    Django's pool (the settings' ``pool`` option; without a pool, a connection is opened per use,
-    as asked, and the ORM's path is kept), and fewer than :data:`MAX_WAITING` statements waiting."""
+# How the thread runs statements on a database (route()): with plain psycopg statements, or
+# with Django's connection (the ORM's path, each item alone).
+PSYCOPG = "psycopg"
+DJANGO = "django"
+
+
+def route(using: str) -> str:
+    """How a session's statement on the database ``using`` runs: :data:`PSYCOPG` on the thread
+    for PostgreSQL with Django's pool (the settings' ``pool`` option; without a pool, a
+    connection is opened per use, as asked, and the executor's path is kept); :data:`DJANGO` on
+    the thread for SQLite, whose one writer takes them in turn anyway (threads of the executor
+    would queue for it, and the first free one is not the first come); "" (the executor's
+    threads) otherwise, and whenever :data:`MAX_WAITING` statements wait."""
     worker = _current
     if worker is not None and worker.jobs.qsize() >= MAX_WAITING:
-        return False
+        return ""
     try:
-        return _available[using]
+        return _routes[using]
     except KeyError:
         pass
     # Known once per database: on the event loop, each request's context would get a connection
     # object of its own (Django keeps them per context there), built anew for this question.
     connection = connections[using]
-    found = _available[using] = (connection.vendor == "postgresql"
-                                 and bool(connection.settings_dict["OPTIONS"].get("pool")))
+    if connection.vendor == "postgresql":
+        found = PSYCOPG if connection.settings_dict["OPTIONS"].get("pool") else ""
+    else:
+        found = DJANGO if connection.vendor == "sqlite" else ""
+    _routes[using] = found
     return found
 
 
-_available: dict[str, bool] = {}
+def each(function: Callable[[Any], Any]) -> Statement:
+    """A statement for the :data:`DJANGO` route: ``function(item)`` for each item in turn, on
+    the thread's connection of Django, each answered (or failed) alone."""
+
+    def statement(_connection: Any, _retried: bool, items: list) -> list:
+        results: list = []
+        for item in items:
+            try:
+                results.append(function(item))
+            except DatabaseError as exc:
+                results.append(Failed(exc))
+        return results
+
+    return statement
+
+
+class Failed(NamedTuple):
+    """An item's error among the results of a statement that answers each item alone."""
+    error: BaseException
+
+
+_routes: dict[str, str] = {}
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting == "DATABASES":
-        _available.clear()
+        _routes.clear()
 
 
 setting_changed.connect(_on_setting_changed)
@@ -180,7 +217,7 @@ class _Worker:
             return [self._outcomes(using, statement, [job])[0] for job in jobs]
         except BaseException as exc:  # handed to the waiting tasks, whatever it is
             return [(None, exc)] * len(jobs)
-        return [(result, None) for result in results]
+        return [(None, result.error) if isinstance(result, Failed) else (result, None) for result in results]
 
     def _execute(self, using: str, statement: Statement, items: list, queued_at: float) -> list:
         connection = connections[using]
@@ -199,8 +236,8 @@ class _Worker:
                 with connection.wrap_database_errors:
                     return statement(connection.connection, retried, items)
             except (OperationalError, InterfaceError):
-                raw = connection.connection
-                broken = raw is None or raw.closed or raw.broken
+                raw = connection.connection  # (SQLite's never breaks: its errors are raised)
+                broken = raw is None or getattr(raw, "closed", False) or getattr(raw, "broken", False)
                 _give_back(using)
                 if retried or not broken:
                     raise

@@ -105,8 +105,11 @@ class SessionStore:
 
     async def _insert_row(self, record: SessionRecord) -> None:
         using = router.db_for_write(_session_model())
-        if session_rows.available(using):
+        route = session_rows.route(using)
+        if route == session_rows.PSYCOPG:
             await session_rows.run(using, insert_statement, (record, timezone.now()))
+        elif route == session_rows.DJANGO:
+            await session_rows.run(using, _insert_each, record)
         else:
             await run_in_thread(self._insert, record, False, False)
 
@@ -228,11 +231,14 @@ class SessionStore:
         with what :meth:`forgetting` names)."""
         self._touched.discard(session_id)
         using = router.db_for_write(_session_model())
-        if session_rows.available(using):
+        route = session_rows.route(using)
+        if route == session_rows.PSYCOPG:
             gone = await session_rows.run(using, delete_statement, session_id)
             if ended and gone and metrics.enabled():
                 metrics.sessions_ended([row[1:3] for row in gone])
             return [row[0] for row in gone]
+        if route == session_rows.DJANGO:
+            return await session_rows.run(using, _delete_each, (session_id, ended))
         return await run_in_thread(self._delete_rows, [session_id], ended=ended)
 
     def forgetting(self, session_id: str | None, principals: list[str]) -> tuple[list[str], list[str]]:
@@ -376,6 +382,11 @@ class SessionStore:
         if lived and principals:
             metrics.sessions_ended([row[1:] for row in lived])
         return principals
+
+
+# The statements of session_rows' DJANGO route: each session's row alone, as the executor's path.
+_insert_each = session_rows.each(lambda record: SessionStore._insert(record, False, False))
+_delete_each = session_rows.each(lambda item: SessionStore._delete_rows([item[0]], ended=item[1]))
 
 
 @functools.cache

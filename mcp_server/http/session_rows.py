@@ -1,6 +1,6 @@
-"""A session's INSERT and DELETE on PostgreSQL with Django's connection pool: plain psycopg
-statements, run in turn by a thread of their own that keeps its connection of the pool while
-sessions come and go.
+"""A session's INSERT and DELETE, run by a thread of their own: on PostgreSQL with Django's
+connection pool as plain psycopg statements, the thread keeping its connection of the pool while
+sessions come and go; on SQLite through the ORM, in the order they came.
 
 Around each statement, ``run_in_thread`` hands the work to the executor and Django opens its
 connection (the pool's check, a round trip, then Django's setup) and closes it again: together
@@ -83,6 +83,17 @@ def route(using: str) -> str:
     return found
 
 
+_routes: dict[str, str] = {}
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DATABASES":
+        _routes.clear()
+
+
+setting_changed.connect(_on_setting_changed)
+
+
 def each(function: Callable[[Any], Any]) -> Statement:
     """A statement for the :data:`DJANGO` route: ``function(item)`` for each item in turn, on
     the thread's connection of Django, each answered (or failed) alone."""
@@ -104,25 +115,15 @@ class Failed(NamedTuple):
     error: BaseException
 
 
-_routes: dict[str, str] = {}
-
-
-def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "DATABASES":
-        _routes.clear()
-
-
-setting_changed.connect(_on_setting_changed)
-
-
-# ``statement(psycopg_connection, retried, items)``: one result per item, in order.
+# ``statement(connection, retried, items)``: one result (or :class:`Failed`) per item, in order;
+# ``connection`` is the thread's DB-API connection (psycopg's on the PSYCOPG route).
 Statement = Callable[[Any, bool, list], list]
 
 
 async def run(using: str, statement: Statement, item: Any) -> Any:
     """``statement``'s result for ``item``, run on the thread with its connection of ``using``
     together with the items of the same statement waiting then:
-    ``statement(psycopg_connection, retried, items)`` returns one result per item, in order;
+    ``statement(connection, retried, items)`` returns one result per item, in order;
     ``retried`` is True when it runs again after its connection broke (it may have taken effect
     the first time). Errors are Django's (``django.db.OperationalError``...)."""
     loop = asyncio.get_running_loop()

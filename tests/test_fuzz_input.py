@@ -163,6 +163,51 @@ def test_decode_refuses_exactly_what_is_too_deep_or_cannot_be_kept(value, depth)
     assert not refused and decoded == value
 
 
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same type throughout (Python has 1 == 1.0 == True)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(value, b[key]) for key, value in a.items())
+    return a == b
+
+
+# With integers of any size: 64 bits is where orjson stops reading and writing them exactly.
+wide_values = st.recursive(
+    scalars | st.integers(-(2**80), 2**80),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+def has_float(value: Any, test: Any = lambda number: True) -> bool:
+    if isinstance(value, float):
+        return test(value)
+    if isinstance(value, list):
+        return any(has_float(item, test) for item in value)
+    return isinstance(value, dict) and any(has_float(item, test) for item in value.values())
+
+
+@FUZZ
+@given(value=wide_values)
+def test_the_codec_reads_and_writes_json_as_the_standard_library_does(value):
+    text = as_text(value)
+    if keepable(value):
+        assert same(jsonrpc.decode(text.encode("utf-8")), json.loads(text))
+    if has_float(value, lambda number: not math.isfinite(number)):
+        with pytest.raises(ValueError):
+            jsonrpc.encode(value)
+        return
+    written = jsonrpc.encode(value)
+    written.encode("utf-8")  # a lone surrogate went out as U+FFFD
+    if keepable(value):
+        assert same(json.loads(written), value)
+        if not has_float(value):  # a float may take another form (1e-07, 1e-7), never another value
+            assert written == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 @FUZZ
 @given(message=messages() | json_values)
 def test_classify_never_raises_and_its_errors_are_valid(message):

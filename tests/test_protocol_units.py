@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import socket
 import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -138,6 +141,39 @@ def test_decode_and_parse_error():
     assert error["id"] is None and error["error"]["code"] == PARSE_ERROR
     assert error["error"]["message"].startswith("Parse error")
     check_server_message(error, "2025-11-25")
+
+
+@pytest.mark.feature("CORE-02")
+def test_the_codec_reads_and_writes_what_the_standard_library_does_where_orjson_would_differ():
+    # Integers past 64 bits (orjson reads them as floats, and refuses to write them): exact.
+    big = [2**64, -(2**63) - 1, 10**30, -(10**19)]
+    decoded = jsonrpc.decode(json.dumps(big).encode())
+    assert decoded == big and all(type(value) is int for value in decoded)
+    assert jsonrpc.encode(big) == json.dumps(big, separators=(",", ":"))
+    # Keys that are not strings are written as json writes them.
+    assert jsonrpc.encode({1: "a", None: 2}) == '{"1":"a","null":2}'
+    # NaN and infinities are no JSON: refused, not written as null; a real null is kept.
+    for value in ({"x": math.nan}, [math.inf], -math.inf):
+        with pytest.raises(ValueError):
+            jsonrpc.encode(value)
+    assert jsonrpc.encode({"x": None, "s": "é"}) == '{"x":null,"s":"é"}'
+    # A lone surrogate goes out as U+FFFD; a datetime or a dataclass is refused, as json does.
+    assert jsonrpc.encode("\ud800x") == '"\ufffdx"'
+    @dataclass
+    class Point:
+        x: int
+
+    for value in ({"at": datetime.now(UTC)}, [Point(1)]):
+        with pytest.raises(TypeError):
+            jsonrpc.encode(value)
+    # Refusals say what the standard decoder says.
+    with pytest.raises(jsonrpc.DecodeError, match="overflows a double"):
+        jsonrpc.decode(b"[1e400]")
+    for text in (b'"\xed\xa0\x80"', b"[NaN]", b"[1,]", '"\ud800"'):
+        with pytest.raises(jsonrpc.DecodeError, match=r"^Parse error: Invalid JSON"):
+            jsonrpc.decode(text)
+    with pytest.raises(jsonrpc.DecodeError, match="NUL"):
+        jsonrpc.decode(b'{"id":1,"x":"\\u0000"}')
 
 
 @pytest.mark.feature("CORE-02")

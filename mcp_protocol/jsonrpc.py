@@ -173,9 +173,9 @@ def decode(text: str | bytes, max_depth: int = MAX_JSON_DEPTH,
     Refused: invalid UTF-8 or JSON, more than ``max_containers`` objects and arrays (counted on
     the text before decoding, so such a body costs a scan, not a decode), ``NaN``/``Infinity``
     and numbers that overflow to infinity, nesting deeper than ``max_depth``, and strings holding
-    NUL or a lone surrogate. The text is decoded once, by a C decoder (:func:`_parse`); the other
-    rules are checked with C string operations, each only when a cheap count of the text says it
-    could be broken.
+    NUL or a lone surrogate. The text is decoded once, by a C decoder (:func:`_parse`; a refused
+    text a second time, to say why); the other rules are checked with C string operations, each
+    only when a cheap count of the text says it could be broken.
     """
     if isinstance(text, bytes | bytearray):
         raw = text

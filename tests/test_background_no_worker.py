@@ -1,13 +1,16 @@
 """A background call that no worker takes: a web process with a real Redis broker and no Celery
 worker running. After ``BACKGROUND_CALL_QUEUE_TIMEOUT`` the call fails with an error that says no
 worker took it and names the broker, however it was delivered (a handshake-era SSE stream, a
-2026-07-28 relayed request, a task), and its record says so. Every message is checked against
-the schema of its revision."""
+2026-07-28 relayed request, a task), and its record says so. And a call whose worker died after
+taking it but before taking its request over ends with the dead worker's error. Every message is
+checked against the schema of its revision."""
 
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
+from mcp_server.background.launch import WORKER_STOPPED
 from mcp_server.models import ToolCall
 
 from .celery_support import redis_broker
@@ -85,3 +88,27 @@ def test_a_task_no_worker_takes_ends_failed(url):
     assert task["status"] == "failed" and task["error"] == {"code": -32603, "message": UNTAKEN}
     assert task["statusMessage"] == UNTAKEN
     assert the_record("task").id == created["taskId"]
+
+
+def test_a_call_whose_worker_died_before_taking_its_request_over_ends_with_an_error():
+    """A worker marks the call running, then takes its request over from the web process; one
+    killed in between leaves the web process holding the request, alive, while the call's runner
+    is dead. The web process finds the dead runner itself (here the record is moved as such a
+    worker leaves it: no worker runs)."""
+    require_services()
+    settings = {"PROCESS_HEARTBEAT_INTERVAL": 1, "BACKGROUND_CALL_QUEUE_TIMEOUT": None}
+    with cluster(1, redis_db=12, mcp_settings=settings,
+                 env={"CELERY_BROKER_URL": redis_broker(13)}) as (web,):
+        client = new_session(web.url)
+        exchange = in_thread(client.request, "tools/call",
+                             {"name": "background_job", "arguments": {"steps": 1}})
+        wait_until(lambda: ToolCall.objects.filter(delivery="stream", state="queued").exists(),
+                   what="the call queued")
+        ToolCall.objects.filter(delivery="stream").update(
+            state=ToolCall.State.RUNNING, runner="specific.worker-that-died", worker="gone",
+            started_at=timezone.now(), idempotent=False)
+        response = exchange.result(PATIENCE).response
+        assert response["error"] == {"code": -32603, "message": WORKER_STOPPED}
+        [call] = ToolCall.objects.filter(delivery="stream")
+        assert (call.state, call.error) == ("failed", WORKER_STOPPED)
+        assert call.response["error"] == response["error"]

@@ -238,7 +238,7 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
         except Exception:
             outbound.request_handed_off = False
             raise
-        watchdog = asyncio.create_task(_answer_if_untaken(transport, call_id))
+        watchdog = asyncio.create_task(_answer_if_untaken(transport, runtime, call_id))
         await listener.run(None)
     finally:
         if watchdog is not None:
@@ -250,17 +250,25 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
         await transport.release_stream(session_id, stream, token)
 
 
-async def _answer_if_untaken(transport: StreamableHTTPTransport, call_id: str) -> None:
-    """While the stream waits for the worker: a call no worker takes within the bound lets go of
-    its request and gets its error on the stream, written as a worker writes its response
-    (stored, then handed to whoever holds the stream)."""
+async def _answer_if_untaken(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> None:
+    """While the stream waits for the worker: a call no worker takes within the bound, or whose
+    worker died, lets go of its request and gets its error on the stream, written as a worker
+    writes its response (stored, then handed to whoever holds the stream).
+
+    A worker that died holding the request is found by the stream's own watch of its request
+    too (``ListenStream``); one that died after taking the call but before taking the request
+    over leaves this process holding it, alive, and only this check ends the call."""
     interval = transport.options.process_heartbeat_interval
     try:
         call = await records.get(call_id)
         while call is not None and not call.finished:
             await asyncio.sleep(wait_before_check(call, interval))
             call = await records.get(call_id)
-            error = await expire_if_untaken(call) if call is not None else None
+            if call is None:
+                return
+            error = await expire_if_untaken(call)
+            if error is None and call.state == records.State.RUNNING:
+                error = await _end_if_runner_died(transport, runtime, call)
             if error is not None:
                 # The id first: the client may send it again as soon as it reads the error.
                 await transport.let_go_of_request(call.session_id, call.request_id)
@@ -269,6 +277,21 @@ async def _answer_if_untaken(transport: StreamableHTTPTransport, call_id: str) -
                 return
     except Exception as exc:  # the stream still ends when the call does; only the bound is lost
         logger.warning("watching whether a worker takes %s failed: %s", call_id, exc)
+
+
+async def _end_if_runner_died(transport: StreamableHTTPTransport, runtime: Runtime,
+                              call: ToolCall) -> InternalError | None:
+    """The error that ends a running call whose worker died; None while it lives, when the call
+    runs again (an idempotent tool's), or when another process ended it first."""
+    if not await transport.liveness.holds_dead(call.runner, runtime.channel_key):
+        return None
+    if await run_again(transport, call):
+        return None
+    error = InternalError(WORKER_STOPPED)
+    if not await records.finish(call.id, records.State.FAILED, jsonrpc.error_from(call.request_id, error),
+                                WORKER_STOPPED):
+        return None
+    return error
 
 
 # relay: the worker's messages come here -----------------------------------------------------------

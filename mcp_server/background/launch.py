@@ -256,8 +256,8 @@ async def _answer_if_untaken(transport: StreamableHTTPTransport, runtime: Runtim
     writes its response (stored, then handed to whoever holds the stream).
 
     A worker that died holding the request is found by the stream's own watch of its request
-    too (``ListenStream``); one that died after taking the call but before taking the request
-    over leaves this process holding it, alive, and only this check ends the call."""
+    (``ListenStream``); one that died after taking the call but before taking the request over
+    leaves this process holding it, alive, and only this check ends the call."""
     interval = transport.options.process_heartbeat_interval
     try:
         call = await records.get(call_id)
@@ -281,9 +281,12 @@ async def _answer_if_untaken(transport: StreamableHTTPTransport, runtime: Runtim
 
 async def _end_if_runner_died(transport: StreamableHTTPTransport, runtime: Runtime,
                               call: ToolCall) -> InternalError | None:
-    """The error that ends a running call whose worker died; None while it lives, when the call
-    runs again (an idempotent tool's), or when another process ended it first."""
-    if not await transport.liveness.holds_dead(call.runner, runtime.channel_key):
+    """The error that ends a running call whose worker died before taking its request over (this
+    process holds it still); None while the worker lives or once it took the request (the
+    stream's watch of its request answers for a dead one), when the call runs again (an
+    idempotent tool's), or when another process ended it first."""
+    if not await transport.holds_request(call.session_id, call.request_id) \
+            or not await transport.liveness.holds_dead(call.runner, runtime.channel_key):
         return None
     if await run_again(transport, call):
         return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ports
 from .event_store import post_stream, request_key
-from .liveness import request_stopped
+from .liveness import holder_channel, request_stopped
 from .redis_client import Backoff, RedisUnavailable
 
 if TYPE_CHECKING:
@@ -186,6 +186,12 @@ class Claims:
     async def request_in_flight(self, session_id: str, request_id: Any) -> bool:
         """Whether some process holds the request (alive or not yet known dead)."""
         return await self.state.get(self._request_key(session_id, request_id)) is not None
+
+    async def holds_request(self, session_id: str, request_id: Any) -> bool:
+        """Whether this process holds the request's claim (a background call's worker has not
+        taken it over)."""
+        claim = await self.state.get(self._request_key(session_id, request_id))
+        return claim is not None and holder_channel(claim) == self.runtime.channel_key
 
     async def request_served_alive(self, session_id: str, request_id: Any) -> bool:
         """Whether a live process serves the request now."""

@@ -238,7 +238,7 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
         except Exception:
             outbound.request_handed_off = False
             raise
-        watchdog = asyncio.create_task(_answer_if_untaken(transport, runtime, call_id))
+        watchdog = asyncio.create_task(_answer_if_untaken_or_orphaned(transport, runtime, call_id))
         await listener.run(None)
     finally:
         if watchdog is not None:
@@ -250,7 +250,8 @@ async def _follow_stream(ctx: ServerContext, transport: StreamableHTTPTransport,
         await transport.release_stream(session_id, stream, token)
 
 
-async def _answer_if_untaken(transport: StreamableHTTPTransport, runtime: Runtime, call_id: str) -> None:
+async def _answer_if_untaken_or_orphaned(transport: StreamableHTTPTransport, runtime: Runtime,
+                                         call_id: str) -> None:
     """While the stream waits for the worker: a call no worker takes within the bound, or whose
     worker died, lets go of its request and gets its error on the stream, written as a worker
     writes its response (stored, then handed to whoever holds the stream).
@@ -276,7 +277,7 @@ async def _answer_if_untaken(transport: StreamableHTTPTransport, runtime: Runtim
                                         jsonrpc.error_from(call.request_id, error))
                 return
     except Exception as exc:  # the stream still ends when the call does; only the bound is lost
-        logger.warning("watching whether a worker takes %s failed: %s", call_id, exc)
+        logger.warning("watching the worker of %s failed: %s", call_id, exc)
 
 
 async def _end_if_runner_died(transport: StreamableHTTPTransport, runtime: Runtime,
